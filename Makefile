@@ -1,0 +1,65 @@
+# The project's commands. Every target bootstraps .venv on a fresh machine (only Python 3.11+ needed).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+READY := $(VENV)/.ready
+# mypy cannot follow setuptools' editable import hook, so it reads the package through this tree of links.
+TYPECHECK := .typecheck
+# The runtime packages that exist so far (each folder is the package wuu.<folder>).
+PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
+
+.PHONY: all venv generate check-generated lint breaking typecheck test conformance bench clean
+
+all: test
+
+venv: $(READY)
+
+$(READY): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## generate: spec/ -> generated/ (deterministic; commit the result)
+generate: $(READY)
+	$(PY) tools/generate.py
+
+## check-generated: fail, printing the diff, if generated/ is not what `make generate` writes
+check-generated: $(READY)
+	$(PY) tools/generate.py --check
+
+## lint: the spec's conventions, proto lint and parity, ruff and mypy
+lint: $(READY) typecheck breaking
+	$(PY) tools/speclint.py
+	cd spec/proto && ../../$(VENV)/bin/buf lint
+	$(PY) tools/parity.py
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check tools tests $(filter-out generated,$(PACKAGES))
+
+## breaking: fail on a wire- or JSON-breaking change of spec/proto against the protos committed on main
+BREAKING_AGAINST ?= ../../.git\#branch=main,subdir=spec/proto
+breaking: $(READY)
+	@if git cat-file -e main:spec/proto/buf.yaml 2>/dev/null; then \
+		cd spec/proto && ../../$(VENV)/bin/buf breaking --against '$(BREAKING_AGAINST)'; \
+	else echo "breaking: main has no spec/proto yet; nothing to compare"; fi
+
+typecheck: $(READY)
+	@mkdir -p $(TYPECHECK)/wuu
+	@for pkg in $(PACKAGES); do ln -sfn ../../$$pkg $(TYPECHECK)/wuu/$$pkg; done
+	MYPYPATH=$(TYPECHECK) $(PY) -m mypy $(foreach pkg,$(PACKAGES),-p wuu.$(pkg))
+
+## test: everything CI checks (drift, lint, types, tests)
+test: check-generated lint
+	$(PY) -m pytest -q
+
+## conformance: the conformance suite against the built-in reference worker
+conformance: $(READY)
+	@echo "The conformance suite is not built yet (issue: 'Conformance suite and runner')."
+	@echo "It will run every case of conformance/ against the native worker and print the report."
+
+## bench: speed figures beside a raw baseline measured in the same run
+bench: $(READY)
+	@echo "The benchmarks are not built yet (issue: 'Worker SDK, the native reference worker')."
+
+clean:
+	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,47 @@
+"""One distribution, import root `wuu`: a built wheel installs and imports outside the repository."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("wuu-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "wuu/generated/py.typed" in names
+    assert "wuu/generated/schema/bundle.json" in names
+    assert "wuu/generated/schema/methods/worker.json" in names
+    assert not [name for name in names if name.split("/")[0] in ("host", "worker", "generated", "conformance")]
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    probe = (
+        "import wuu.generated.models as m, wuu.generated.validators as v, wuu.generated.catalog as c;"
+        "v.validate('ProcessGetParams', {'id': 'p'});"
+        "assert c.WORKER_METHODS['process/get'].params is m.ProcessGetParams;"
+        "print(m.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(target / "wuu" / "generated" / "models.py")

@@ -1,0 +1,97 @@
+"""Validation at the wire boundary is strict: no coercion, no name-based fields, exact re-encoding."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from wuu.generated import validators
+from wuu.generated.models import ExecutionProcessV4, ProcessReadParams, ProcessReadResult, ReplyFrame
+
+REPLY = TypeAdapter(ReplyFrame)
+
+PROCESS = {
+    "id": "proc-1",
+    "root_thread_id": "thread-1",
+    "argv": ["sh", "-c", "echo hi"],
+    "cwd": "/workspace",
+    "status": "exited",
+    "exit_code": 0,
+    "signal": None,
+    "started_at": "2026-11-29T10:00:00.123456789+01:00",
+    "ended_at": "2026-11-29T10:00:01Z",
+    "duration_ns": 876543211,
+    "output_bytes": 3,
+}
+
+
+def test_a_string_where_an_integer_belongs_is_rejected_by_both() -> None:
+    frame = {"Process": "proc-1", "MaxBytes": "1"}
+    with pytest.raises(ValidationError) as raised:
+        ProcessReadParams.model_validate_json(json.dumps(frame), strict=True)
+    assert raised.value.errors()[0]["loc"] == ("MaxBytes",)
+    assert [list(e.absolute_path) for e in validators.errors("ProcessReadParams", frame)] == [["MaxBytes"]]
+
+
+def test_snake_case_keys_on_a_go_cased_message_are_rejected_by_both() -> None:
+    frame = {"process": "proc-1", "max_bytes": 10}
+    with pytest.raises(ValidationError) as raised:
+        ProcessReadParams.model_validate_json(json.dumps(frame), strict=True)
+    assert {e["type"] for e in raised.value.errors()} == {"missing", "extra_forbidden"}
+    assert validators.errors("ProcessReadParams", frame)
+
+
+def test_python_attribute_names_are_not_wire_names() -> None:
+    with pytest.raises(ValidationError):
+        ProcessReadParams.model_validate({"process": "proc-1"})
+
+
+def test_go_cased_result_round_trips_exactly() -> None:
+    wire = {
+        "Process": PROCESS,
+        "Output": base64.b64encode(b"hi\n").decode(),
+        "StartOffset": 0,
+        "EndOffset": 3,
+        "TotalBytes": 3,
+        "Truncated": False,
+        "TimedOut": False,
+        "Duration": 1500,
+    }
+    decoded = ProcessReadResult.model_validate_json(json.dumps(wire), strict=True)
+    assert decoded.end_offset == 3 and decoded.process.exit_code == 0
+    assert decoded.to_wire() == wire
+
+
+def test_timestamps_keep_their_exact_text() -> None:
+    decoded = ExecutionProcessV4.model_validate_json(json.dumps(PROCESS), strict=True)
+    assert decoded.started_at == "2026-11-29T10:00:00.123456789+01:00"
+    bad = {**PROCESS, "started_at": "2026-11-29 10:00:00"}
+    with pytest.raises(ValidationError):
+        ExecutionProcessV4.model_validate_json(json.dumps(bad), strict=True)
+    assert validators.errors("ExecutionProcessV4", bad)
+
+
+def test_nullable_fields_are_required_and_optional_fields_stay_absent() -> None:
+    missing_null = {key: value for key, value in PROCESS.items() if key != "signal"}
+    with pytest.raises(ValidationError) as raised:
+        ExecutionProcessV4.model_validate_json(json.dumps(missing_null), strict=True)
+    assert raised.value.errors()[0]["loc"] == ("signal",)
+    decoded = ExecutionProcessV4.model_validate_json(json.dumps(PROCESS), strict=True)
+    assert "pid" not in decoded.to_wire() and decoded.to_wire()["signal"] is None
+
+
+def test_a_reply_is_data_or_error_never_both() -> None:
+    with pytest.raises(ValidationError):
+        REPLY.validate_json(b'{"id": "1", "data": {}, "error": "internal"}', strict=True)
+    assert validators.errors("ReplyFrame", {"id": "1", "data": {}, "error": "internal"})
+
+
+def test_request_id_limit_counts_utf8_bytes() -> None:
+    frame = {"id": "é" * 129, "method": "cancel", "token": "t", "data": {}}
+    assert len(frame["id"]) == 129 and len(frame["id"].encode()) == 258
+    assert validators.errors("RequestFrame", frame)[0].message.startswith("258 UTF-8 bytes")
+    with pytest.raises(ValidationError, match="id: 258 UTF-8 bytes is over the limit of 256"):
+        REPLY.validate_json(json.dumps({"id": "é" * 129, "data": {}}), strict=True)

@@ -1,0 +1,195 @@
+"""Check that spec/ keeps its own conventions (spec/README.md) and that its examples say what they claim.
+
+Usage: python tools/speclint.py    (exit 1 and one line per problem when anything is off)
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
+from templates.validators import compile_validator, error_locations
+
+ROOT_KEYS = {"$schema", "$id", "title", "description", "$defs"}
+PASCAL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+RFC3339_PATTERN = (
+    "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+)
+LIMIT_KEYWORDS = ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")
+
+
+def lint_file(file: SchemaFile) -> Iterator[str]:
+    doc, where = file.document, file.relative
+    if set(doc) - ROOT_KEYS:
+        yield f"{where}: unexpected root keys {sorted(set(doc) - ROOT_KEYS)}"
+    if doc.get("$schema") != "https://json-schema.org/draft/2020-12/schema":
+        yield f"{where}: $schema must be draft 2020-12"
+    if doc.get("$id") != ID_PREFIX + where:
+        yield f"{where}: $id must be {ID_PREFIX + where}"
+    for key in ("title", "description"):
+        if not doc.get(key):
+            yield f"{where}: the file needs a {key}"
+    try:
+        Draft202012Validator.check_schema(doc)
+    except Exception as error:  # noqa: BLE001 - any metaschema failure is reported as such
+        yield f"{where}: not a valid 2020-12 schema: {error}"
+    for name, schema in doc.get("$defs", {}).items():
+        yield from lint_def(f"{where}#/$defs/{name}", name, schema)
+
+
+def lint_def(where: str, name: str, schema: dict[str, Any]) -> Iterator[str]:
+    if not PASCAL.match(name):
+        yield f"{where}: def names are PascalCase"
+    if schema.get("title") != name:
+        yield f"{where}: title must equal the def name"
+    if not schema.get("description"):
+        yield f"{where}: needs a description"
+    if "enum" in schema:
+        if schema.get("type") != "string":
+            yield f"{where}: enums are of type string"
+        described = schema.get("x-enum-descriptions")
+        if not isinstance(described, list) or len(described) != len(schema["enum"]) or not all(described):
+            yield f"{where}: x-enum-descriptions is a list describing each enum value, in the enum's order"
+    if "oneOf" in schema:
+        for branch in schema["oneOf"]:
+            if set(branch) != {"$ref"}:
+                yield f"{where}: each oneOf branch is a bare $ref to a named def"
+    yield from lint_node(where, schema, top=True)
+
+
+def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[str]:
+    types = node.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "object" in types:
+        if "properties" in node and node.get("additionalProperties") is not False:
+            yield f"{where}: objects with properties are closed (additionalProperties: false)"
+        if node.get("properties") and not top:
+            yield f"{where}: an object with properties must be a named def, referenced by $ref"
+        for prop, sub in node.get("properties", {}).items():
+            at = f"{where}/properties/{prop}"
+            if not sub.get("description"):
+                yield f"{at}: needs a description"
+            if "enum" in sub:
+                yield f"{at}: enums are named defs, not inline"
+            yield from lint_node(at, sub)
+        value_schema = node.get("additionalProperties")
+        if isinstance(value_schema, dict):
+            yield from lint_node(f"{where}/additionalProperties", value_schema)
+    if "array" in types and isinstance(node.get("items"), dict):
+        yield from lint_node(f"{where}/items", node["items"])
+    if "integer" in types and ("minimum" not in node or "maximum" not in node):
+        yield f"{where}: an integer states its minimum and maximum"
+    if node.get("format") == "date-time" and node.get("pattern") != RFC3339_PATTERN:
+        yield f"{where}: a date-time carries the RFC 3339 pattern of spec/README.md"
+    if "contentEncoding" in node and node["contentEncoding"] != "base64":
+        yield f"{where}: the only contentEncoding is base64"
+    for keyword in LIMIT_KEYWORDS:
+        if keyword in node and not top and where.count("/properties/") != 1:
+            yield f"{where}: {keyword} belongs on a def or directly on a property"
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.bundle = bundle()
+
+    def errors(self, name: str, instance: Any) -> list[Any]:
+        return list(compile_validator(self.bundle, name).iter_errors(instance))
+
+
+def lint_examples(checker: _Checker) -> Iterator[str]:
+    defs = checker.bundle["$defs"]
+    seen: set[str] = set()
+    for path in sorted((SPEC / "examples").glob("*/*.json")):
+        where = path.relative_to(SPEC).as_posix()
+        name = path.stem
+        if name not in defs:
+            yield f"{where}: names no def"
+            continue
+        seen.add(name)
+        examples = read_json(path)
+        if set(examples) - {"valid", "invalid"} or not examples.get("valid"):
+            yield f"{where}: needs a non-empty `valid` list (and optionally `invalid`)"
+            continue
+        for number, example in enumerate(examples["valid"]):
+            if not example.get("description"):
+                yield f"{where}: valid[{number}] needs a description"
+            for error in checker.errors(name, example.get("instance")):
+                yield f"{where}: valid[{number}] is rejected: {error.json_path}: {error.message}"
+        for number, example in enumerate(examples.get("invalid", [])):
+            if not example.get("description") or "field" not in example:
+                yield f"{where}: invalid[{number}] needs a description and a field"
+                continue
+            errors = checker.errors(name, example.get("instance"))
+            if not errors:
+                yield f"{where}: invalid[{number}] ({example['description']}) is accepted"
+            elif example["field"] not in error_locations(errors):
+                found = sorted(error_locations(errors))
+                yield f"{where}: invalid[{number}] fails at {found}, not at {example['field']!r}"
+    for name, schema in defs.items():
+        is_message = schema.get("type") == "object" or "oneOf" in schema
+        if is_message and name not in seen:
+            yield f"examples/: def {name} has no examples"
+
+
+def lint_catalogs(checker: _Checker) -> Iterator[str]:
+    defs = checker.bundle["$defs"]
+    for protocol, catalog in catalogs().items():
+        where = f"methods/{protocol}.json"
+        for error in checker.errors("MethodCatalog", catalog):
+            yield f"{where}: {error.json_path}: {error.message}"
+        names = [entry.get("method") for entry in catalog.get("methods", [])]
+        if len(names) != len(set(names)):
+            yield f"{where}: a method is listed twice"
+        for entry in catalog.get("methods", []) + catalog.get("tools", []):
+            for key in ("params", "result", "arguments", "metadata"):
+                ref = entry.get(key)
+                if ref is not None and ref not in defs:
+                    yield f"{where}: {entry.get('method') or entry.get('tool')}: {key} {ref} is no def"
+
+
+def lint_data(checker: _Checker) -> Iterator[str]:
+    for path in sorted((SPEC / "data").glob("*.json")):
+        document = read_json(path)
+        name = document.get("schema") if isinstance(document, dict) else None
+        if name not in checker.bundle["$defs"]:
+            yield f"data/{path.name}: `schema` must name the def the file follows"
+            continue
+        for error in checker.errors(name, document):
+            yield f"data/{path.name}: {error.json_path}: {error.message}"
+
+
+def problems() -> list[str]:
+    found: list[str] = []
+    files = schema_files()
+    for file in files:
+        found.extend(lint_file(file))
+    try:
+        checker = _Checker()
+    except SpecError as error:
+        return [*found, str(error)]
+    found.extend(lint_catalogs(checker))
+    found.extend(lint_data(checker))
+    found.extend(lint_examples(checker))
+    return found
+
+
+def main() -> int:
+    found = problems()
+    for problem in found:
+        print(problem)
+    if found:
+        print(f"speclint: {len(found)} problem(s)")
+        return 1
+    print("speclint: spec/ keeps its conventions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""jsonschema validators compiled from the bundled spec (`schema/bundle.json`).
+
+`validator(name)` returns a Draft 2020-12 validator for one def of the spec, with the spec's limit
+keywords (`x-max-utf8-bytes`, `x-max-decoded-bytes`, `x-max-sum`) enforced. Timestamps are checked
+by their RFC 3339 `pattern`, so the result does not depend on which optional format checkers are installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+from referencing import Registry, Resource
+
+from .wire import limit_violation
+
+BUNDLE_ID = "https://schemas.wuu.dev/bundle.json"
+
+
+def _limit_keyword(keyword: str) -> Any:
+    def check(validator: Any, argument: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+        problem = limit_violation(keyword, argument, instance)
+        if problem:
+            yield ValidationError(problem)
+
+    return check
+
+
+_WireValidator = extend(
+    Draft202012Validator,
+    {keyword: _limit_keyword(keyword) for keyword in ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")},
+)
+
+
+@functools.cache
+def bundle() -> dict[str, Any]:
+    """The whole spec as one JSON Schema document: every def under `$defs`, references local."""
+    text = resources.files(__package__).joinpath("schema", "bundle.json").read_text("utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def compile_validator(spec_bundle: dict[str, Any], name: str) -> Validator:
+    """A validator for the def `name` of a spec bundle."""
+    if name not in spec_bundle["$defs"]:
+        raise KeyError(f"the spec has no def named {name!r}")
+    registry: Registry = Registry().with_resource(BUNDLE_ID, Resource.from_contents(spec_bundle))
+    result: Validator = _WireValidator({"$ref": f"{BUNDLE_ID}#/$defs/{name}"}, registry=registry)
+    return result
+
+
+def def_names() -> list[str]:
+    """The names of every def in the spec, sorted."""
+    return sorted(bundle()["$defs"])
+
+
+@functools.cache
+def validator(name: str) -> Validator:
+    """A validator for the def `name` (for example `ProcessReadParams`)."""
+    return compile_validator(bundle(), name)
+
+
+def errors(name: str, instance: Any) -> list[ValidationError]:
+    """Every violation of def `name` by `instance`, most specific first."""
+    found = list(validator(name).iter_errors(instance))
+    return sorted(found, key=lambda error: (-len(error.absolute_path), str(error.absolute_path)))
+
+
+def error_locations(found: list[ValidationError]) -> set[str]:
+    """Every dotted path the errors point at, failed `oneOf`/`anyOf` branches included.
+
+    Besides the location of the object, an error about a missing field (`required`,
+    `dependentRequired`), an unknown one (`additionalProperties`) or a bad key (`propertyNames`) also
+    points at that field, so that an error names the field that is wrong.
+    """
+    paths: set[str] = set()
+    pending = list(found)
+    while pending:
+        error = pending.pop()
+        where = [str(part) for part in error.absolute_path]
+        paths.add(".".join(where))
+        paths.update(".".join([*where, name]) for name in _named_fields(error))
+        pending.extend(error.context or [])
+    return paths
+
+
+def _named_fields(error: ValidationError) -> list[str]:
+    instance = error.instance
+    if error.validator == "required" and isinstance(instance, dict):
+        return [name for name in error.validator_value if name not in instance]
+    if error.validator == "dependentRequired" and isinstance(instance, dict):
+        return [
+            name
+            for trigger, needed in error.validator_value.items()
+            if trigger in instance
+            for name in needed
+            if name not in instance
+        ]
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        return [name for name in instance if name not in error.schema.get("properties", {})]
+    if "propertyNames" in error.relative_schema_path:
+        return [str(instance)]
+    return []
+
+
+def validate(name: str, instance: Any) -> None:
+    """Raise the first `jsonschema.ValidationError` of `instance` against def `name`, if any."""
+    found = errors(name, instance)
+    if found:
+        raise found[0]

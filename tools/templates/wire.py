@@ -1,0 +1,162 @@
+"""The one base class of every generated wire model, and the shapes of the method catalogs.
+
+Wire models validate by alias only (a Go-cased field is accepted only under its Go name), forbid
+unknown fields, and serialize by alias. `to_wire()` dumps exactly the fields that were set, so a
+decoded message re-encodes to the same JSON and optional fields never appear as `null`.
+
+The spec's own keywords that JSON Schema cannot express (`x-max-utf8-bytes`, `x-max-decoded-bytes`,
+`x-max-sum`) are enforced here, once, for every model that carries them; so are `uniqueItems` and
+"optional but never null", which the generator passes on as `x-unique-items` and `x-not-null`. A
+model whose def uses a keyword that pydantic cannot express (listed in SCHEMA_CHECKED_MODELS at the end
+of this module) also runs its def's jsonschema validator.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.fields import FieldInfo
+from typing_extensions import TypeAliasType
+
+_LIMIT_KEYWORDS = ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum", "x-unique-items", "x-not-null")
+
+
+class WireModel(BaseModel):
+    """Base class of every message generated from the spec."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+        # The jsonschema validators use Python `re`; the models must agree with them on every pattern.
+        regex_engine="python-re",
+    )
+
+    # (attribute, wire name, keyword, argument) for each limit keyword on this model's fields.
+    __wire_limits__: ClassVar[tuple[tuple[str, str, str, Any], ...]] = ()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__wire_limits__ = tuple(
+            (name, field.alias or name, keyword, extra[keyword])
+            for name, field in cls.model_fields.items()
+            for extra in _schema_extras(field)
+            for keyword in _LIMIT_KEYWORDS
+            if keyword in extra
+        )
+
+    @model_validator(mode="after")
+    def _check_wire_limits(self) -> Self:
+        for name, wire_name, keyword, argument in self.__wire_limits__:
+            value = getattr(self, name)
+            if keyword == "x-not-null":
+                if value is None and name in self.model_fields_set:
+                    raise ValueError(f"{wire_name}: is never null; omit the field instead")
+            elif value is not None:
+                problem = limit_violation(keyword, argument, value)
+                if problem:
+                    raise ValueError(f"{wire_name}: {problem}")
+        if type(self).__name__ in SCHEMA_CHECKED_MODELS:
+            from .validators import error_locations, errors
+
+            found = errors(type(self).__name__, self.to_wire())
+            if found:
+                where = max(error_locations(found[:1]), key=len)
+                raise ValueError(f"{where}: {found[0].message}")
+        return self
+
+    def to_wire(self) -> dict[str, Any]:
+        """The message as a JSON-ready dict: wire names, and only the fields that were set."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset()
+"""Models whose def uses a keyword pydantic cannot express; they also run the def's validator."""
+
+
+def _schema_extras(field: FieldInfo) -> Iterator[Mapping[str, Any]]:
+    """The schema extras of a field and of the named types (aliases) its annotation is made of."""
+    if isinstance(field.json_schema_extra, Mapping):
+        yield field.json_schema_extra
+    pending: list[Any] = [field.annotation]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, TypeAliasType):
+            pending.append(annotation.__value__)
+        elif get_origin(annotation) is Annotated:
+            pending.append(get_args(annotation)[0])
+            for meta in annotation.__metadata__:
+                if isinstance(meta, FieldInfo) and isinstance(meta.json_schema_extra, Mapping):
+                    yield meta.json_schema_extra
+        elif get_origin(annotation) is not None and get_origin(annotation) is not list:
+            pending.extend(get_args(annotation))
+
+
+def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
+    """Check one spec limit keyword; return what is wrong, or None. Shared with the jsonschema validators."""
+    if keyword == "x-max-utf8-bytes":
+        if isinstance(value, str):
+            size = len(value.encode("utf-8"))
+            if size > argument:
+                return f"{size} UTF-8 bytes is over the limit of {argument}"
+        return None
+    if keyword == "x-max-decoded-bytes":
+        if isinstance(value, str):
+            try:
+                size = len(base64.b64decode(value, validate=True))
+            except (binascii.Error, ValueError):
+                return "is not valid base64"
+            if size > argument:
+                return f"{size} decoded bytes is over the limit of {argument}"
+        return None
+    if keyword == "x-max-sum":
+        if isinstance(value, list):
+            prop = argument["property"]
+            total = 0
+            for item in value:
+                item_value = item.get(prop) if isinstance(item, Mapping) else getattr(item, prop, None)
+                if isinstance(item_value, int):
+                    total += item_value
+            if total > argument["maximum"]:
+                return f"the sum of `{prop}` is {total}, over the limit of {argument['maximum']}"
+        return None
+    if keyword == "x-unique-items":
+        if argument and isinstance(value, list):
+            seen = [item.to_wire() if isinstance(item, WireModel) else item for item in value]
+            if any(item in seen[:index] for index, item in enumerate(seen)):
+                return "has duplicate items"
+        return None
+    raise ValueError(f"unknown limit keyword {keyword}")
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    """One method of a protocol, from the spec's method catalog."""
+
+    method: str
+    direction: str
+    kind: str
+    params: type[WireModel]
+    result: type[WireModel] | None
+    optional: bool
+    capability: str | None
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One core workspace tool of `execute`, from the spec's method catalog."""
+
+    tool: str
+    arguments: type[WireModel]
+    metadata: type[WireModel]
+    mutating: bool
+    runs_commands: bool
+    description: str
