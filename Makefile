@@ -50,7 +50,7 @@ typecheck: $(READY)
 
 ## test: everything CI checks (drift, lint, types, tests)
 test: check-generated lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 ## conformance: the conformance suite against the built-in reference worker
 conformance: $(READY)

@@ -22,15 +22,15 @@ class AcpModeFallback(StrEnum):
     The ACP adapter's behaviour when the agent advertises no matching mode.
     """
 
-    host_approval_bridge = "host_approval_bridge"
+    HOST_APPROVAL_BRIDGE = "host_approval_bridge"
     """
     The agent keeps its current mode, and every permission request it sends (`session/request_permission`) is decided through the host approval bridge.
     """
-    refuse = "refuse"
+    REFUSE = "refuse"
     """
     The adapter refuses to run the conversation in this permission mode.
     """
-    auto_accept_once = "auto_accept_once"
+    AUTO_ACCEPT_ONCE = "auto_accept_once"
     """
     One-shot auto-accept: the adapter answers every permission request by selecting its allow-once option, without asking the user and without remembering the permission.
     """
@@ -65,19 +65,19 @@ class ActorKind(StrEnum):
     Who asks for the tool call.
     """
 
-    agent = "agent"
+    AGENT = "agent"
     """
     A model-driven agent of the conversation.
     """
-    user = "user"
+    USER = "user"
     """
     The person who owns the conversation, acting directly.
     """
-    plugin = "plugin"
+    PLUGIN = "plugin"
     """
     An installed extension acting through its own process API.
     """
-    system = "system"
+    SYSTEM = "system"
     """
     The host itself (recovery, maintenance).
     """
@@ -341,15 +341,15 @@ class ClaudeCodePermissionMode(StrEnum):
     A Claude Code permission mode, as Claude Code spells it.
     """
 
-    dont_ask = "dontAsk"
+    DONT_ASK = "dontAsk"
     """
     A tool call that needs permission is denied instead of prompting. `standard` uses it because the headless transport has no permission-prompt bridge: a permission request is denied rather than waiting indefinitely.
     """
-    plan = "plan"
+    PLAN = "plan"
     """
     Plan mode: Claude Code analyses and plans without modifying files or running mutating commands.
     """
-    bypass_permissions = "bypassPermissions"
+    BYPASS_PERMISSIONS = "bypassPermissions"
     """
     Every permission check is skipped.
     """
@@ -374,11 +374,11 @@ class CloudNetworkMode(StrEnum):
     The network of a cloud sandbox (Modal, Daytona, Vercel).
     """
 
-    none = "none"
+    NONE = "none"
     """
     Network isolation: the sandbox has no network access (Modal `block_network`, Daytona `network_block_all`, Vercel deny-all network policy).
     """
-    outbound = "outbound"
+    OUTBOUND = "outbound"
     """
     The provider's default network: outbound access from the sandbox.
     """
@@ -389,11 +389,11 @@ class CodexApprovalPolicy(StrEnum):
     A Codex approval policy, as Codex spells it.
     """
 
-    on_request = "on-request"
+    ON_REQUEST = "on-request"
     """
     Codex asks for approval when the model requests it; the adapter routes the request to the host.
     """
-    never = "never"
+    NEVER = "never"
     """
     Codex never asks for approval; what its sandbox refuses fails.
     """
@@ -404,15 +404,15 @@ class CodexSandboxMode(StrEnum):
     A Codex sandbox mode, as Codex spells it.
     """
 
-    read_only = "read-only"
+    READ_ONLY = "read-only"
     """
     Codex's sandbox permits no writes.
     """
-    workspace_write = "workspace-write"
+    WORKSPACE_WRITE = "workspace-write"
     """
     Codex's sandbox permits writes within the workspace.
     """
-    danger_full_access = "danger-full-access"
+    DANGER_FULL_ACCESS = "danger-full-access"
     """
     Codex runs commands without its sandbox.
     """
@@ -423,23 +423,23 @@ class ConstantUnit(StrEnum):
     What a protocol constant counts.
     """
 
-    bytes = "bytes"
+    BYTES = "bytes"
     """
     A size in bytes.
     """
-    milliseconds = "milliseconds"
+    MILLISECONDS = "milliseconds"
     """
     A duration in milliseconds.
     """
-    seconds = "seconds"
+    SECONDS = "seconds"
     """
     A duration in seconds.
     """
-    count_ = "count"
+    COUNT = "count"
     """
     A number of items.
     """
-    version = "version"
+    VERSION = "version"
     """
     A protocol version number.
     """
@@ -462,15 +462,15 @@ class ContainerNetworkMode(StrEnum):
     The network of a container environment (Docker, Singularity, Apptainer).
     """
 
-    none = "none"
+    NONE = "none"
     """
     A private network namespace with only a loopback interface: no network access. Docker `--network none`; Singularity/Apptainer `--net --network none`.
     """
-    bridge = "bridge"
+    BRIDGE = "bridge"
     """
     A private network namespace with outbound access through the runtime's NAT bridge; the container's ports are not reachable from outside unless published. Docker `--network bridge`; Singularity/Apptainer `--net --network bridge` (the host configuration must permit it).
     """
-    host = "host"
+    HOST = "host"
     """
     No network namespace of its own: the environment shares the host's network, including services bound to the host's loopback. Docker `--network host`; the Singularity/Apptainer default.
     """
@@ -481,19 +481,19 @@ class DirEntryType(StrEnum):
     The type of a directory entry, not following symlinks.
     """
 
-    file = "file"
+    FILE = "file"
     """
     A regular file.
     """
-    directory = "directory"
+    DIRECTORY = "directory"
     """
     A directory.
     """
-    symlink = "symlink"
+    SYMLINK = "symlink"
     """
     A symbolic link (not followed).
     """
-    other = "other"
+    OTHER = "other"
     """
     Anything else: a socket, a FIFO, a device.
     """
@@ -554,83 +554,83 @@ class ErrorCode(StrEnum):
     The error codes of the worker protocol.
     """
 
-    not_initialized = "not_initialized"
+    NOT_INITIALIZED = "not_initialized"
     """
     A request other than `initialize` arrived before a successful `initialize`.
     """
-    initialization_failed = "initialization_failed"
+    INITIALIZATION_FAILED = "initialization_failed"
     """
     An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code.
     """
-    token_mismatch = "token_mismatch"
+    TOKEN_MISMATCH = "token_mismatch"
     """
     The request's token differs from the one pinned by the first successful `initialize`.
     """
-    binding_immutable = "binding_immutable"
+    BINDING_IMMUTABLE = "binding_immutable"
     """
     A repeated `initialize` carried data that differs from the pinned binding.
     """
-    protocol_mismatch = "protocol_mismatch"
+    PROTOCOL_MISMATCH = "protocol_mismatch"
     """
     The `initialize` version is not 4.
     """
-    unsupported_method = "unsupported_method"
+    UNSUPPORTED_METHOD = "unsupported_method"
     """
     The worker does not implement the method. A worker never substitutes a local fallback.
     """
-    unsupported_tool = "unsupported_tool"
+    UNSUPPORTED_TOOL = "unsupported_tool"
     """
     `execute` named a tool that the worker does not provide.
     """
-    unsupported_policy = "unsupported_policy"
+    UNSUPPORTED_POLICY = "unsupported_policy"
     """
     The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send).
     """
-    invalid_request = "invalid_request"
+    INVALID_REQUEST = "invalid_request"
     """
     A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight.
     """
-    cancelled = "cancelled"
+    CANCELLED = "cancelled"
     """
     The request was cancelled by `cancel`, or by the end of the connection, before it finished.
     """
-    reply_too_large = "reply_too_large"
+    REPLY_TOO_LARGE = "reply_too_large"
     """
     The reply would exceed the frame size limit.
     """
-    not_found = "not_found"
+    NOT_FOUND = "not_found"
     """
     The named file, directory, process or export token does not exist.
     """
-    workspace_missing = "workspace_missing"
+    WORKSPACE_MISSING = "workspace_missing"
     """
     `require_existing_workspace` was true and the root does not exist.
     """
-    path_outside_root = "path_outside_root"
+    PATH_OUTSIDE_ROOT = "path_outside_root"
     """
     In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included).
     """
-    sensitive_path = "sensitive_path"
+    SENSITIVE_PATH = "sensitive_path"
     """
-    The path is a sensitive path (environment file, credential store, SSH private key); refused in every permission mode.
+    The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode.
     """
-    permission_denied = "permission_denied"
+    PERMISSION_DENIED = "permission_denied"
     """
     The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system.
     """
-    sandbox_unavailable = "sandbox_unavailable"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     """
     A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead.
     """
-    artifact_too_large = "artifact_too_large"
+    ARTIFACT_TOO_LARGE = "artifact_too_large"
     """
     An export snapshot would exceed max_export_bytes.
     """
-    parent_not_live = "parent_not_live"
+    PARENT_NOT_LIVE = "parent_not_live"
     """
     A callback named a parent request that is no longer in flight.
     """
-    internal = "internal"
+    INTERNAL = "internal"
     """
     The worker failed in a way no other code describes.
     """
@@ -718,7 +718,7 @@ class ExportCloseParams(WireModel):
 
 class ExportOpenParams(WireModel):
     """
-    Snapshot a file for export. The path rules of `execute` apply as in `standard` mode (inside the root; sensitive paths refused). A file larger than max_export_bytes (256 MiB) gets `artifact_too_large`; a missing one `not_found`.
+    Snapshot a file for export. The path rules of `execute` apply as in `standard` mode: the path resolves inside the root, and a sensitive path whose rule refuses reads gets `sensitive_path`. A file larger than max_export_bytes (256 MiB) gets `artifact_too_large`; a missing one `not_found`.
     """
 
     model_config = ConfigDict(
@@ -797,15 +797,15 @@ class ExternalEngine(StrEnum):
     An external agent program that Wuu drives through an adapter instead of its built-in engine. The adapter passes the conversation's permission mode to the program as EnginePermissionTable gives. External engines run on the host only: an external engine refuses a conversation whose selected execution environment is not local.
     """
 
-    codex = "codex"
+    CODEX = "codex"
     """
     OpenAI Codex (the `codex` CLI).
     """
-    claude_code = "claude_code"
+    CLAUDE_CODE = "claude_code"
     """
     Anthropic Claude Code, driven through its headless transport, which has no permission-prompt bridge.
     """
-    acp = "acp"
+    ACP = "acp"
     """
     Any agent driven over the Agent Client Protocol (ACP). The agent advertises its native modes as a config option with `category=mode`; the composer shows their native labels and the adapter applies the selected id through `session/set_config_option`.
     """
@@ -828,11 +828,11 @@ class HistoryRole(StrEnum):
     The author of a visible conversation message.
     """
 
-    user = "user"
+    USER = "user"
     """
     The owner.
     """
-    assistant = "assistant"
+    ASSISTANT = "assistant"
     """
     The main assistant, including task questions, results and failure replies delivered to the main conversation.
     """
@@ -1116,19 +1116,19 @@ class MethodDirection(StrEnum):
     Who sends a method's request or notification.
     """
 
-    host_to_worker = "host_to_worker"
+    HOST_TO_WORKER = "host_to_worker"
     """
     Worker protocol: the host sends it; the worker answers.
     """
-    worker_to_host = "worker_to_host"
+    WORKER_TO_HOST = "worker_to_host"
     """
     Worker protocol: the worker sends it (a notification or a callback request).
     """
-    client_to_host = "client_to_host"
+    CLIENT_TO_HOST = "client_to_host"
     """
     User-host RPC: a client sends it; the user host answers.
     """
-    host_to_client = "host_to_client"
+    HOST_TO_CLIENT = "host_to_client"
     """
     User-host RPC: the user host sends it to a client.
     """
@@ -1139,15 +1139,15 @@ class MethodKind(StrEnum):
     How a method travels.
     """
 
-    request = "request"
+    REQUEST = "request"
     """
     A request answered by exactly one reply.
     """
-    notification = "notification"
+    NOTIFICATION = "notification"
     """
     A one-way message with no reply.
     """
-    plugin_request = "plugin_request"
+    PLUGIN_REQUEST = "plugin_request"
     """
     A plugin method carried inside `plugin/client/request`.
     """
@@ -1176,15 +1176,15 @@ class PermissionMode(StrEnum):
     The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory; non-credential files under Wuu home follow that ordinary boundary. Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access, process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal.
     """
 
-    standard = "standard"
+    STANDARD = "standard"
     """
     Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (Wuu home included) and a private temporary directory, not the whole shared temporary directory.
     """
-    read_only = "read_only"
+    READ_ONLY = "read_only"
     """
     Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted.
     """
-    unconfined = "unconfined"
+    UNCONFINED = "unconfined"
     """
     Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu.
     """
@@ -1223,7 +1223,7 @@ class PluginInvalidationTopic(StrEnum):
     What kind of plugin state an invalidation names.
     """
 
-    reactions = "reactions"
+    REACTIONS = "reactions"
     """
     Message reactions changed; the client rereads them with `agents.reactions`.
     """
@@ -1252,31 +1252,31 @@ class ProcessEventCause(StrEnum):
     Why a process event happened.
     """
 
-    start = "start"
+    START = "start"
     """
     The process was started by `process/start`.
     """
-    exit = "exit"
+    EXIT = "exit"
     """
     The process exited with a status.
     """
-    signal = "signal"
+    SIGNAL = "signal"
     """
     A signal the worker did not send ended the process.
     """
-    stop_request = "stop_request"
+    STOP_REQUEST = "stop_request"
     """
     `process/stop` ended the process.
     """
-    timeout = "timeout"
+    TIMEOUT = "timeout"
     """
     The process's `timeout_ms` expired.
     """
-    shutdown = "shutdown"
+    SHUTDOWN = "shutdown"
     """
     The worker's cleanup ended the process.
     """
-    error = "error"
+    ERROR = "error"
     """
     Starting or supervising the process failed.
     """
@@ -1287,19 +1287,19 @@ class ProcessEventType(StrEnum):
     What happened to a process.
     """
 
-    started = "started"
+    STARTED = "started"
     """
     The process started; always the process's first event.
     """
-    exited = "exited"
+    EXITED = "exited"
     """
     The process ended by itself.
     """
-    stopped = "stopped"
+    STOPPED = "stopped"
     """
     The process was stopped (stop request, timeout or shutdown).
     """
-    failed = "failed"
+    FAILED = "failed"
     """
     The process could not be started or supervised.
     """
@@ -1391,11 +1391,11 @@ class ProcessSignal(StrEnum):
     The signal `process/stop` sends first.
     """
 
-    term = "TERM"
+    TERM = "TERM"
     """
     Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL.
     """
-    kill = "KILL"
+    KILL = "KILL"
     """
     Kill the process tree at once.
     """
@@ -1449,19 +1449,19 @@ class ProcessStatus(StrEnum):
     The state of a background process.
     """
 
-    running = "running"
+    RUNNING = "running"
     """
     The process has started and not yet ended.
     """
-    exited = "exited"
+    EXITED = "exited"
     """
     The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`.
     """
-    stopped = "stopped"
+    STOPPED = "stopped"
     """
     The process was ended by `process/stop`, by its timeout, or by the worker's cleanup.
     """
-    failed = "failed"
+    FAILED = "failed"
     """
     The process could not be started or supervised (for example its program was not found).
     """
@@ -1479,7 +1479,7 @@ class ProcessStopParams(WireModel):
     """
     The process id.
     """
-    signal: Annotated[ProcessSignal, Field(json_schema_extra={"x-not-null": True})] = "TERM"
+    signal: Annotated[ProcessSignal, Field(json_schema_extra={"x-not-null": True})] = ProcessSignal.TERM
     """
     The first signal to send.
     """
@@ -1653,11 +1653,11 @@ class PushProvider(StrEnum):
     A phone push provider.
     """
 
-    apns = "apns"
+    APNS = "apns"
     """
     Apple Push Notification service (iOS).
     """
-    fcm = "fcm"
+    FCM = "fcm"
     """
     Firebase Cloud Messaging (Android).
     """
@@ -1749,11 +1749,11 @@ class ReactionActor(StrEnum):
     Who made a reaction. Each actor has at most one current emoji per message.
     """
 
-    owner = "owner"
+    OWNER = "owner"
     """
     The owner, reacting to a saved assistant message through an authenticated client transport (`agents.react`).
     """
-    agent = "agent"
+    AGENT = "agent"
     """
     The main assistant, reacting to a saved original user message with its `react_to_message` tool; the host-bound caller session fixes the actor and the target conversation. Background executors cannot react.
     """
@@ -1970,15 +1970,15 @@ class ResultView(StrEnum):
     Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`.
     """
 
-    output = "output"
+    OUTPUT = "output"
     """
     The program's printed output only.
     """
-    value = "value"
+    VALUE = "value"
     """
     Only the JSON value of the program's final expression, encoded as JSON text.
     """
-    both = "both"
+    BOTH = "both"
     """
     The printed output, then a line with the JSON value.
     """
@@ -1989,11 +1989,11 @@ class ReviewLedgerMarkerStatus(StrEnum):
     Whether the selected provider holds the path-bound migration marker.
     """
 
-    absent = "absent"
+    ABSENT = "absent"
     """
     No migration marker for this source path is committed in the selected provider.
     """
-    committed = "committed"
+    COMMITTED = "committed"
     """
     A migration marker for this source path and `source_digest` is committed in the selected provider.
     """
@@ -2004,11 +2004,11 @@ class ReviewLedgerMigrationMode(StrEnum):
     Which operation the migration command ran.
     """
 
-    inspect = "inspect"
+    INSPECT = "inspect"
     """
     Inspection, the default (`--dry-run` is equivalent): reads the source and reports; imports no review rows and creates no marker.
     """
-    apply = "apply"
+    APPLY = "apply"
     """
     `--apply --expect-source-digest DIGEST`: imports the source snapshot when its digest equals the expected one.
     """
@@ -2019,15 +2019,15 @@ class ReviewLedgerMigrationStatus(StrEnum):
     The outcome of a review-ledger migration command.
     """
 
-    migration_required = "migration-required"
+    MIGRATION_REQUIRED = "migration-required"
     """
     A legacy source exists and no marker for it is committed: hosts of the user space report `personal_review_legacy_migration_required` at startup until it is migrated. Every inspection of an unmigrated source reports it.
     """
-    migrated = "migrated"
+    MIGRATED = "migrated"
     """
     This apply imported the source snapshot and committed the marker in the same transaction.
     """
-    already_migrated = "already-migrated"
+    ALREADY_MIGRATED = "already-migrated"
     """
     A committed marker for this source path and `source_digest` exists; nothing was imported again. A matching marker resolves an earlier apply whose outcome was unknown.
     """
@@ -2118,11 +2118,11 @@ class SensitivePathAccess(StrEnum):
     The operations the dedicated tools refuse on a path that a rule matches.
     """
 
-    write = "write"
+    WRITE = "write"
     """
     Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed.
     """
-    read_write = "read_write"
+    READ_WRITE = "read_write"
     """
     Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name.
     """
@@ -2133,11 +2133,11 @@ class SensitivePathHome(StrEnum):
     A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path.
     """
 
-    user = "user"
+    USER = "user"
     """
     The home directory of the account the tool runs as (`$HOME`).
     """
-    wuu = "wuu"
+    WUU = "wuu"
     """
     Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`.
     """
@@ -2323,15 +2323,15 @@ class TaskDeliveryKind(StrEnum):
     What a task-generated reply is. Every kind runs with tools disabled.
     """
 
-    question = "question"
+    QUESTION = "question"
     """
     A waiting-user question. It has its own durable delivery; the owner's decision updates the original task rather than opening an execution chat.
     """
-    result = "result"
+    RESULT = "result"
     """
     The task's result reply.
     """
-    failure = "failure"
+    FAILURE = "failure"
     """
     The task's failure reply.
     """
@@ -2342,19 +2342,19 @@ class TaskDeliveryStatus(StrEnum):
     The delivery state of a task-generated reply to the main conversation.
     """
 
-    pending = "pending"
+    PENDING = "pending"
     """
     The reply is queued and not yet submitted to the main conversation, including while the execution host is unavailable.
     """
-    submitted = "submitted"
+    SUBMITTED = "submitted"
     """
     The reply turn has been submitted to the main conversation (`turn_id` is set) and its outcome is not yet known. An explicit delivery retry of a submitted reply is refused: an unknown outcome blocks another attempt.
     """
-    delivered = "delivered"
+    DELIVERED = "delivered"
     """
     The reply appears in the main conversation at `history_seq`. Terminal: stopping the task afterwards leaves it unchanged.
     """
-    failed = "failed"
+    FAILED = "failed"
     """
     Delivery failed, or a task stop cancelled the undelivered reply (`failure_code` says which). An explicit delivery retry first rechecks this receipt (an already completed reply is recovered, not repeated) and retries only the main-conversation reply, never the worker.
     """
@@ -2475,103 +2475,103 @@ class UserHostErrorCode(StrEnum):
     The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call.
     """
 
-    parse_error = "parse_error"
+    PARSE_ERROR = "parse_error"
     """
     JSON-RPC -32700. The message is not a UTF-8 JSON object, or its line exceeds max_frame_bytes. The response's id is null.
     """
-    invalid_request = "invalid_request"
+    INVALID_REQUEST = "invalid_request"
     """
     JSON-RPC -32600. The message is JSON but not a valid request: a wrong `jsonrpc`, a missing or malformed `id` or `method`, a batch (JSON array), or an id equal to that of a request of this client still in flight.
     """
-    unsupported_method = "unsupported_method"
+    UNSUPPORTED_METHOD = "unsupported_method"
     """
     JSON-RPC -32601. The method is not served on this transport (every generic Coding thread, workspace, storage, configuration and package-mutation method included), or the plugin method named by `plugin/client/request` is not served to clients.
     """
-    invalid_params = "invalid_params"
+    INVALID_PARAMS = "invalid_params"
     """
     JSON-RPC -32602. The params do not validate against the method's params def, or break a rule its description states (a limit, a digest or size that does not match the content, `user_input` missing or not allowed). `data.field` names the offending field when the host can.
     """
-    internal = "internal"
+    INTERNAL = "internal"
     """
     JSON-RPC -32603. The host failed in a way no other code describes.
     """
-    not_initialized = "not_initialized"
+    NOT_INITIALIZED = "not_initialized"
     """
     A request other than `initialize` arrived before a successful `initialize` on this connection.
     """
-    already_initialized = "already_initialized"
+    ALREADY_INITIALIZED = "already_initialized"
     """
     `initialize` arrived on a connection that is already initialized.
     """
-    unsupported_protocol_version = "unsupported_protocol_version"
+    UNSUPPORTED_PROTOCOL_VERSION = "unsupported_protocol_version"
     """
     The host does not speak the `protocol_version` the client asked for.
     """
-    too_many_clients = "too_many_clients"
+    TOO_MANY_CLIENTS = "too_many_clients"
     """
     The host already has 16 client transports attached. The host answers the new transport's first request with this code and closes it; the other clients are unaffected.
     """
-    user_host_binding_required = "user_host_binding_required"
+    USER_HOST_BINDING_REQUIRED = "user_host_binding_required"
     """
     The host has no valid user-space/product-domain binding. A user host never starts without one and never inherits a workspace identity.
     """
-    user_host_isolation_required = "user_host_isolation_required"
+    USER_HOST_ISOLATION_REQUIRED = "user_host_isolation_required"
     """
     The embedding selected the `verified_host` isolation mode and no trusted UserHostIsolationVerifier verified the host (missing or failed verification). The host creates no private state.
     """
-    unknown_isolation_mode = "unknown_isolation_mode"
+    UNKNOWN_ISOLATION_MODE = "unknown_isolation_mode"
     """
     The embedding selected an isolation mode other than `logical_memory` and `verified_host`. The host does not start.
     """
-    personal_review_legacy_migration_required = "personal_review_legacy_migration_required"
+    PERSONAL_REVIEW_LEGACY_MIGRATION_REQUIRED = "personal_review_legacy_migration_required"
     """
     An existing legacy `personal-review.sqlite` has not been migrated into the selected review-ledger provider. The host does not start; the operator stops every Personal host of the user space, keeps its backup and runs `wuu state migrate-personal-review`.
     """
-    graph_generation_changed = "graph_generation_changed"
+    GRAPH_GENERATION_CHANGED = "graph_generation_changed"
     """
     The composition graph captured by this connection's handshake is no longer the host's current graph. The host never replays the call against another generation or connection; the client opens a new connection.
     """
-    plugin_not_found = "plugin_not_found"
+    PLUGIN_NOT_FOUND = "plugin_not_found"
     """
     The named plugin is not in the connection's captured graph, or its provider has been removed. It is not permission to route the call elsewhere.
     """
-    plugin_fingerprint_mismatch = "plugin_fingerprint_mismatch"
+    PLUGIN_FINGERPRINT_MISMATCH = "plugin_fingerprint_mismatch"
     """
     `plugin_fingerprint` differs from the fingerprint of the plugin in the connection's inventory.
     """
-    permission_denied = "permission_denied"
+    PERMISSION_DENIED = "permission_denied"
     """
     The caller lacks the ownership or resource authorization the operation needs, or the transport lacks the authenticated identity it needs (for example an unauthenticated device registering for push).
     """
-    not_found = "not_found"
+    NOT_FOUND = "not_found"
     """
     The named session, message, attachment, question or registration does not exist, or is not owned by the caller in the host's user space and product domain.
     """
-    stale_revision = "stale_revision"
+    STALE_REVISION = "stale_revision"
     """
     The write's `expected_revision` is not the current revision. The client rereads the current state before retrying.
     """
-    request_id_conflict = "request_id_conflict"
+    REQUEST_ID_CONFLICT = "request_id_conflict"
     """
     The business request ID was already used for a different request (different input, target or value).
     """
-    not_reaction_target = "not_reaction_target"
+    NOT_REACTION_TARGET = "not_reaction_target"
     """
     The message is not a reaction target for the caller: not a saved assistant message of the main conversation, or a hidden, truncated, read-only, background, foreign-space or unpersisted stream message.
     """
-    main_session_missing = "main_session_missing"
+    MAIN_SESSION_MISSING = "main_session_missing"
     """
     The user space's main conversation is missing. The host reports this recovery error and never creates a replacement silently.
     """
-    question_already_decided = "question_already_decided"
+    QUESTION_ALREADY_DECIDED = "question_already_decided"
     """
     The question already has a different saved decision.
     """
-    input_receipts_unavailable = "input_receipts_unavailable"
+    INPUT_RECEIPTS_UNAVAILABLE = "input_receipts_unavailable"
     """
     The `wuu.client-input-receipts` observer is not selected or is disabled, so the host cannot admit input with a durable receipt.
     """
-    cancelled = "cancelled"
+    CANCELLED = "cancelled"
     """
     The request was cancelled by `plugin/client/cancel` before it finished. Work already admitted is not undone.
     """
@@ -2603,11 +2603,11 @@ class UserHostHostIsolation(StrEnum):
     Whether a user host's isolation has been attested.
     """
 
-    unverified = "unverified"
+    UNVERIFIED = "unverified"
     """
     No trusted verifier attested the host; the value of every host in the `logical_memory` mode. A separate directory or a caller's assertion is not an attestation.
     """
-    verified = "verified"
+    VERIFIED = "verified"
     """
     The embedding selected `verified_host` and a trusted UserHostIsolationVerifier verified the host before any private state was created.
     """
@@ -2655,11 +2655,11 @@ class UserHostIsolationMode(StrEnum):
     The isolation mode a host's embedding selects (the SDK option `UserHostIsolationMode`). It is host configuration, never a wire field: a client cannot choose it.
     """
 
-    logical_memory = "logical_memory"
+    LOGICAL_MEMORY = "logical_memory"
     """
     The default: logical memory separation by product domain; `initialize` reports `host: unverified`.
     """
-    verified_host = "verified_host"
+    VERIFIED_HOST = "verified_host"
     """
     For internal SDK embeddings only. It requires a trusted UserHostIsolationVerifier: missing or failed verification fails startup with `user_host_isolation_required` before private state is created; success makes `initialize` report `host: verified`.
     """
@@ -2670,7 +2670,7 @@ class UserHostMemoryIsolation(StrEnum):
     How a user host separates memory.
     """
 
-    logical = "logical"
+    LOGICAL = "logical"
     """
     Personal and Coding memory APIs, injected context, history, indexes and plugin storage are separated by the host-bound product domain. It promises no operating-system or shell confidentiality between processes running under the same OS identity.
     """
@@ -2819,11 +2819,11 @@ class UserQuestionStatus(StrEnum):
     The owner's decision on a waiting-user question.
     """
 
-    answered = "answered"
+    ANSWERED = "answered"
     """
     The owner answered; the answer is delivered to the original task.
     """
-    dismissed = "dismissed"
+    DISMISSED = "dismissed"
     """
     The owner declined to answer; the original task is told the question was dismissed.
     """
@@ -2879,7 +2879,9 @@ class VercelExecutionProfile(WireModel):
     """
     The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the Vercel sandbox tooling installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
     """
-    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "outbound"
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
     """
     The environment's network. Omitted: `outbound`.
     """
@@ -3083,7 +3085,9 @@ class ApptainerExecutionProfile(WireModel):
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
     """
-    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "host"
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.HOST
+    )
     """
     The environment's network (the runtime's default is the host network). Omitted: `host`.
     """
@@ -3245,7 +3249,9 @@ class DaytonaExecutionProfile(WireModel):
     """
     The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the `daytona` SDK installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
     """
-    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "outbound"
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
     """
     The environment's network. Omitted: `outbound`.
     """
@@ -3347,7 +3353,9 @@ class DockerExecutionProfile(WireModel):
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
     """
-    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "bridge"
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.BRIDGE
+    )
     """
     The environment's network. Omitted: `bridge`.
     """
@@ -3858,7 +3866,9 @@ class ModalExecutionProfile(WireModel):
     """
     The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the `modal` SDK 1.5 or later installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
     """
-    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "outbound"
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
     """
     The environment's network. Omitted: `outbound`.
     """
@@ -4227,7 +4237,9 @@ class SingularityExecutionProfile(WireModel):
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
     """
-    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = "host"
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.HOST
+    )
     """
     The environment's network (the runtime's default is the host network). Omitted: `host`.
     """

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
-
 from wuu.generated import models, validators
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
@@ -35,7 +34,14 @@ def examples(kind: str) -> list[Example]:
         document = json.loads(path.read_text("utf-8"))
         for number, example in enumerate(document.get(kind, [])):
             found.append(
-                Example(path.stem, path.parent.name, number, example["description"], example["instance"], example.get("field"))
+                Example(
+                    path.stem,
+                    path.parent.name,
+                    number,
+                    example["description"],
+                    example["instance"],
+                    example.get("field"),
+                )
             )
     return found
 
@@ -69,10 +75,9 @@ def pydantic_error_paths(error: ValidationError, instance: Any) -> set[str]:
     for detail in error.errors():
         parts, node = [], instance
         for part in detail["loc"]:
-            if isinstance(node, dict) and part in node:
-                parts.append(str(part))
-                node = node[part]
-            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            in_dict = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+            if in_dict or in_list:
                 parts.append(str(part))
                 node = node[part]
         paths.add(".".join(parts))

@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import from_schema
 from pydantic import ValidationError
-
 from specdata import defs, roundtrip
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS
@@ -56,7 +55,9 @@ def test_jsonschema_and_models_agree(name: str) -> None:
         try:
             encoded = roundtrip(name, instance)
         except ValidationError as error:
-            assert not schema_ok, f"the models reject what the schema accepts: {json.dumps(instance)}\n{error}"
+            assert not schema_ok, (
+                f"the models reject what the schema accepts: {json.dumps(instance)}\n{error}"
+            )
             seen["rejected"] += 1
             return
         assert schema_ok, f"the models accept what the schema rejects: {json.dumps(instance)}"
@@ -64,8 +65,9 @@ def test_jsonschema_and_models_agree(name: str) -> None:
         seen["accepted"] += 1
 
     check()
-    # A message without fields has one instance only, and hypothesis stops once it has seen it.
-    wanted = EXAMPLES_PER_KIND if defs()[name].get("properties") != {} else 1
+    # A message whose fields are all booleans has a handful of instances; hypothesis stops once it has seen them.
+    finite = all(prop.get("type") == "boolean" for prop in defs()[name].get("properties", {"": {}}).values())
+    wanted = 1 if finite else EXAMPLES_PER_KIND
     assert seen["accepted"] + seen["rejected"] >= wanted
     # Generated instances follow the standard keywords; only the spec's own limit keywords may reject.
     assert seen["accepted"] >= seen["rejected"]

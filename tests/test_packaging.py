@@ -21,7 +21,9 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
     assert "wuu/generated/py.typed" in names
     assert "wuu/generated/schema/bundle.json" in names
     assert "wuu/generated/schema/methods/worker.json" in names
-    assert not [name for name in names if name.split("/")[0] in ("host", "worker", "generated", "conformance")]
+    assert not [
+        name for name in names if name.split("/")[0] in ("host", "worker", "generated", "conformance")
+    ]
 
     target = tmp_path / "site"
     subprocess.run(

@@ -7,10 +7,9 @@ import pkgutil
 from typing import Any
 
 import pytest
+import wuu.generated.pb
 from google.protobuf import message_factory
 from google.protobuf.message import Message
-
-import wuu.generated.pb
 from specdata import Example, defs, examples
 from wuu.generated import protojson
 
@@ -71,7 +70,8 @@ def _normalized_item(schema: dict[str, Any], item: Any) -> Any:
 TWINNED = [
     example
     for example in examples("valid")
-    if example.area in TWINNED_AREAS and ("properties" in defs()[example.name] or "oneOf" in defs()[example.name])
+    if example.area in TWINNED_AREAS
+    and ("properties" in defs()[example.name] or "oneOf" in defs()[example.name])
 ]
 
 

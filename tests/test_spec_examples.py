@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-
 from specdata import (
     Example,
     defs,
@@ -20,12 +19,20 @@ INVALID = examples("invalid")
 
 
 def test_every_message_has_a_valid_example() -> None:
-    messages = {name for name, schema in defs().items() if schema.get("type") == "object" or "oneOf" in schema}
+    messages = {
+        name for name, schema in defs().items() if schema.get("type") == "object" or "oneOf" in schema
+    }
     assert messages - {example.name for example in VALID} == set()
 
 
 def test_there_are_invalid_examples_in_every_area() -> None:
-    assert {example.area for example in INVALID} >= {"worker", "userhost", "receipts", "config", "permissions"}
+    assert {example.area for example in INVALID} >= {
+        "worker",
+        "userhost",
+        "receipts",
+        "config",
+        "permissions",
+    }
 
 
 @pytest.mark.parametrize("example", VALID, ids=lambda e: e.id)

@@ -37,12 +37,18 @@ def test_speclint_names_a_missing_description(scratch: Path) -> None:
     edit_json(path, lambda d: d["$defs"]["ProcessGetParams"]["properties"]["id"].pop("description"))
     result = run_tool(scratch, "tools/speclint.py")
     assert result.returncode == 1
-    assert "worker/process.schema.json#/$defs/ProcessGetParams/properties/id: needs a description" in result.stdout
+    assert (
+        "worker/process.schema.json#/$defs/ProcessGetParams/properties/id: needs a description"
+        in result.stdout
+    )
 
 
 def test_speclint_catches_an_invalid_example_that_is_accepted(scratch: Path) -> None:
     path = scratch / "spec/examples/worker/ProcessReadParams.json"
-    edit_json(path, lambda d: d["invalid"].append({"description": "fine", "instance": {"Process": "p"}, "field": ""}))
+    edit_json(
+        path,
+        lambda d: d["invalid"].append({"description": "fine", "instance": {"Process": "p"}, "field": ""}),
+    )
     result = run_tool(scratch, "tools/speclint.py")
     assert result.returncode == 1
     assert "(fine) is accepted" in result.stdout
@@ -51,7 +57,7 @@ def test_speclint_catches_an_invalid_example_that_is_accepted(scratch: Path) -> 
 def test_parity_names_a_field_missing_from_the_twin(scratch: Path) -> None:
     path = scratch / "spec/proto/wuu/worker/v4/worker.proto"
     text = path.read_text()
-    line = next(line for line in text.splitlines() if "json_name = \"MinDwell\"" in line)
+    line = next(line for line in text.splitlines() if 'json_name = "MinDwell"' in line)
     path.write_text(text.replace(line + "\n", ""))
     result = run_tool(scratch, "tools/parity.py")
     assert result.returncode == 1
@@ -60,7 +66,11 @@ def test_parity_names_a_field_missing_from_the_twin(scratch: Path) -> None:
 
 def test_check_generated_prints_the_diff_of_a_hand_edit(scratch: Path) -> None:
     path = scratch / "generated/catalog.py"
-    path.write_text(path.read_text().replace("WORKER_MAX_FRAME_BYTES: Final = 16777216", "WORKER_MAX_FRAME_BYTES: Final = 1"))
+    path.write_text(
+        path.read_text().replace(
+            "WORKER_MAX_FRAME_BYTES: Final = 16777216", "WORKER_MAX_FRAME_BYTES: Final = 1"
+        )
+    )
     result = run_tool(scratch, "tools/generate.py", "--check")
     assert result.returncode == 1
     assert "-WORKER_MAX_FRAME_BYTES: Final = 1\n+WORKER_MAX_FRAME_BYTES: Final = 16777216" in result.stdout
@@ -71,7 +81,11 @@ def test_generation_is_deterministic(scratch: Path) -> None:
     assert result.returncode == 0, result.stderr
     result = run_tool(scratch, "tools/generate.py", "--check")
     assert result.returncode == 0, result.stdout
-    fresh = {p.relative_to(scratch / "generated"): p.read_bytes() for p in (scratch / "generated").rglob("*") if p.is_file()}
+    fresh = {
+        p.relative_to(scratch / "generated"): p.read_bytes()
+        for p in (scratch / "generated").rglob("*")
+        if p.is_file()
+    }
     committed = {
         p.relative_to(ROOT / "generated"): p.read_bytes()
         for p in (ROOT / "generated").rglob("*")

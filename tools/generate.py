@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speclint
+
 from spec import ROOT, SPEC, area_of_defs, bundle, catalogs
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -147,20 +148,43 @@ def generate_models(out: Path, spec_bundle: dict[str, Any]) -> None:
         target = Path(tmp) / "models.py"
         run(
             [
-                sys.executable, "-m", "datamodel_code_generator",
-                "--input", str(source), "--input-file-type", "jsonschema",
-                "--output", str(target),
-                "--output-model-type", "pydantic_v2.BaseModel",
-                "--base-class", f"{PACKAGE}.wire.WireModel",
-                "--snake-case-field", "--strict-nullable",
-                "--use-title-as-name", "--use-schema-description", "--use-field-description",
-                "--field-constraints", "--use-annotated", "--use-standard-collections",
-                "--use-union-operator", "--use-subclass-enum", "--use-type-alias",
-                "--use-double-quotes", "--use-exact-imports",
-                "--target-python-version", "3.11",
-                "--field-extra-keys", *LIMIT_KEYWORDS,
-                "--disable-timestamp", "--formatters", "ruff-format",
-                "--custom-file-header", header("spec/schema (bundled)").rstrip("\n"),
+                sys.executable,
+                "-m",
+                "datamodel_code_generator",
+                "--input",
+                str(source),
+                "--input-file-type",
+                "jsonschema",
+                "--output",
+                str(target),
+                "--output-model-type",
+                "pydantic_v2.BaseModel",
+                "--base-class",
+                f"{PACKAGE}.wire.WireModel",
+                "--snake-case-field",
+                "--capitalise-enum-members",
+                "--strict-nullable",
+                "--use-title-as-name",
+                "--use-schema-description",
+                "--use-field-description",
+                "--field-constraints",
+                "--use-annotated",
+                "--use-standard-collections",
+                "--use-union-operator",
+                "--use-subclass-enum",
+                "--use-type-alias",
+                "--set-default-enum-member",
+                "--use-double-quotes",
+                "--use-exact-imports",
+                "--target-python-version",
+                "3.11",
+                "--field-extra-keys",
+                *LIMIT_KEYWORDS,
+                "--disable-timestamp",
+                "--formatters",
+                "ruff-format",
+                "--custom-file-header",
+                header("spec/schema (bundled)").rstrip("\n"),
             ],
             stdout=subprocess.DEVNULL,
         )
@@ -224,7 +248,7 @@ def generate_catalog(out: Path) -> None:
                     f"runs_commands={tool['runs_commands']!r}, description={tool['description']!r}),\n"
                 )
             body.append("}\n")
-            body.append(f'"""The core workspace tools of `execute`, by name."""\n')
+            body.append('"""The core workspace tools of `execute`, by name."""\n')
     imports = "".join(f"    {name},\n" for name in sorted(defs_used))
     text = (
         header("spec/methods/")
@@ -261,8 +285,7 @@ def generate_clients(out: Path) -> None:
             f'    """Typed calls of the {protocol} protocol; a transport implements `call`."""\n\n'
             "    @abc.abstractmethod\n"
             "    async def call(self, method: str, params: WireModel, result: type[R]) -> R:\n"
-            '        """Send one request and decode its result as `result`."""\n\n'
-            + "\n".join(methods)
+            '        """Send one request and decode its result as `result`."""\n\n' + "\n".join(methods)
         )
     imports = "".join(f"    {name},\n" for name in sorted(defs_used))
     text = (
@@ -295,9 +318,16 @@ def generate_protos(out: Path) -> None:
     betterproto.mkdir(parents=True)
     run(
         [
-            sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{well_known}",
-            f"--python_out={pb}", f"--pyi_out={pb}", f"--grpc_python_out={pb}",
-            f"--python_betterproto2_out={betterproto}", *files,
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{PROTO_DIR}",
+            f"-I{well_known}",
+            f"--python_out={pb}",
+            f"--pyi_out={pb}",
+            f"--grpc_python_out={pb}",
+            f"--python_betterproto2_out={betterproto}",
+            *files,
         ],
         env=env,
         stderr=subprocess.DEVNULL,
@@ -305,7 +335,9 @@ def generate_protos(out: Path) -> None:
     # protoc's absolute imports name the proto package; inside this distribution it lives under pb/.
     for path in sorted(pb.rglob("*.py*")):
         text = re.sub(r"^from wuu\.", f"from {PACKAGE}.pb.wuu.", path.read_text("utf-8"), flags=re.M)
-        write(path, header("spec/proto/" + path.relative_to(pb).as_posix().split("_pb2")[0] + ".proto") + text)
+        write(
+            path, header("spec/proto/" + path.relative_to(pb).as_posix().split("_pb2")[0] + ".proto") + text
+        )
     for folder in sorted({p.parent for p in pb.rglob("*_pb2.py")} | {pb}):
         while folder != out:
             init = folder / "__init__.py"
@@ -329,7 +361,9 @@ def generate(out: Path) -> None:
         for path in sorted((SPEC / folder).glob("*.json")):
             write(out / "schema" / folder / path.name, path.read_text("utf-8"))
     for template in ("validators.py", "protojson.py"):
-        write(out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8"))
+        write(
+            out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8")
+        )
     checked = ", ".join(f'"{name}"' for name in schema_checked_defs(spec_bundle))
     wire = (TEMPLATES / "wire.py").read_text("utf-8")
     placeholder = "SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset()"
@@ -363,7 +397,9 @@ def check() -> int:
         generate(fresh)
         differences = []
         names = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-        names |= {p.relative_to(current) for p in current.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        names |= {
+            p.relative_to(current) for p in current.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        }
         for name in sorted(names):
             old, new = current / name, fresh / name
             old_text = old.read_text("utf-8").splitlines(keepends=True) if old.exists() else []
@@ -382,7 +418,9 @@ def check() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if generated/ differs from a fresh generation")
+    parser.add_argument(
+        "--check", action="store_true", help="fail if generated/ differs from a fresh generation"
+    )
     args = parser.parse_args()
     if args.check:
         return check()

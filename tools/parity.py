@@ -17,8 +17,9 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from google.protobuf.descriptor_pool import DescriptorPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spec import SPEC, area_of_defs, bundle
 from templates.protojson import enum_value_name, is_map, is_repeated, ref_name
+
+from spec import SPEC, area_of_defs, bundle
 
 PROTO_DIR = SPEC / "proto"
 # Areas whose messages travel over gRPC or are stored as protobuf, and so have twins.
@@ -45,8 +46,16 @@ def load_pool() -> DescriptorPool:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "set.pb"
         subprocess.run(
-            [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"-I{well_known}",
-             "--include_imports", f"--descriptor_set_out={out}", *files],
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{PROTO_DIR}",
+                f"-I{well_known}",
+                "--include_imports",
+                f"--descriptor_set_out={out}",
+                *files,
+            ],
             check=True,
         )
         descriptor_set = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
@@ -92,7 +101,10 @@ def scalar_type_ok(field: FieldDescriptor, schema: dict[str, Any], defs: dict[st
             return None
         return "a free-form object is google.protobuf.Struct"
     if kind is None:
-        if field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name == "google.protobuf.Value":
+        if (
+            field.type == FieldDescriptor.TYPE_MESSAGE
+            and field.message_type.full_name == "google.protobuf.Value"
+        ):
             return None
         return "a value of any JSON type is google.protobuf.Value"
     if kind == "string" and schema.get("contentEncoding") == "base64":
@@ -115,7 +127,9 @@ def scalar_type_ok(field: FieldDescriptor, schema: dict[str, Any], defs: dict[st
     return f"the schema type {kind} has no proto mapping"
 
 
-def check_object(name: str, schema: dict[str, Any], message: Descriptor, defs: dict[str, Any]) -> Iterator[str]:
+def check_object(
+    name: str, schema: dict[str, Any], message: Descriptor, defs: dict[str, Any]
+) -> Iterator[str]:
     by_json = {field.json_name: field for field in message.fields}
     properties = schema.get("properties", {})
     required = set(schema.get("required", []))
@@ -133,7 +147,9 @@ def check_object(name: str, schema: dict[str, Any], message: Descriptor, defs: d
             if "object" not in types or not isinstance(prop_schema.get("additionalProperties"), dict):
                 yield f"{where}: a map field needs a JSON map (additionalProperties schema)"
                 continue
-            problem = scalar_type_ok(field.message_type.fields_by_name["value"], prop_schema["additionalProperties"], defs)
+            problem = scalar_type_ok(
+                field.message_type.fields_by_name["value"], prop_schema["additionalProperties"], defs
+            )
         elif is_repeated(field):
             if "array" not in types:
                 yield f"{where}: repeated, but JSON {name}.{prop} is no array"
@@ -164,7 +180,9 @@ def check_union(name: str, schema: dict[str, Any], message: Descriptor) -> Itera
 
 
 def check_enum(name: str, schema: dict[str, Any], enum: EnumDescriptor) -> Iterator[str]:
-    expected = [f"{enum_value_name(name, 'UNSPECIFIED')}"] + [enum_value_name(name, v) for v in schema["enum"]]
+    expected = [f"{enum_value_name(name, 'UNSPECIFIED')}"] + [
+        enum_value_name(name, v) for v in schema["enum"]
+    ]
     actual = [value.name for value in sorted(enum.values, key=lambda v: v.number)]
     if actual != expected:
         yield f"{enum.full_name}: values {actual} should be {expected}"

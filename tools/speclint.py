@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
 from templates.validators import compile_validator, error_locations
+
+from spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
 
 ROOT_KEYS = {"$schema", "$id", "title", "description", "$defs"}
 PASCAL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
@@ -38,7 +40,7 @@ def lint_file(file: SchemaFile) -> Iterator[str]:
             yield f"{where}: the file needs a {key}"
     try:
         Draft202012Validator.check_schema(doc)
-    except Exception as error:  # noqa: BLE001 - any metaschema failure is reported as such
+    except SchemaError as error:
         yield f"{where}: not a valid 2020-12 schema: {error}"
     for name, schema in doc.get("$defs", {}).items():
         yield from lint_def(f"{where}#/$defs/{name}", name, schema)

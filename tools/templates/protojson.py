@@ -50,7 +50,7 @@ def ref_name(schema: dict[str, Any]) -> str | None:
 
 
 def is_map(field: FieldDescriptor) -> bool:
-    return field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.GetOptions().map_entry
+    return field.type == FieldDescriptor.TYPE_MESSAGE and bool(field.message_type.GetOptions().map_entry)
 
 
 def is_repeated(field: FieldDescriptor) -> bool:

@@ -34,7 +34,10 @@ def _limit_keyword(keyword: str) -> Any:
 
 _WireValidator = extend(
     Draft202012Validator,
-    {keyword: _limit_keyword(keyword) for keyword in ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")},
+    {
+        keyword: _limit_keyword(keyword)
+        for keyword in ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")
+    },
 )
 
 
