@@ -76,6 +76,9 @@ def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[s
             yield f"{where}: an object with properties must be a named def, referenced by $ref"
         for prop, sub in node.get("properties", {}).items():
             at = f"{where}/properties/{prop}"
+            sub_types = sub.get("type") if isinstance(sub.get("type"), list) else [sub.get("type")]
+            if "null" in sub_types and prop not in node.get("required", []):
+                yield f"{at}: a nullable field is required (null never means absent)"
             if not sub.get("description"):
                 yield f"{at}: needs a description"
             if "enum" in sub:

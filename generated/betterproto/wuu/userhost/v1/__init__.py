@@ -1899,9 +1899,6 @@ class UserHostStub:
     the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
     (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
     the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
-    The twin rule fixes the request and response messages to the JSON defs' names (`*Params`, `*Result`), and the
-    service keeps the protocol's name, hence the lint ignores below.
-    buf:lint:ignore SERVICE_SUFFIX
     """
 
     def __init__(self, channel: grpc.Channel):
@@ -1910,8 +1907,6 @@ class UserHostStub:
     def initialize(self, message: "UserHostInitializeParams") -> "UserHostInitializeResult":
         """
         initialize
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1923,8 +1918,6 @@ class UserHostStub:
     def plugin_client_request(self, message: "PluginClientRequestParams") -> "PluginClientRequestResult":
         """
         plugin/client/request
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1936,8 +1929,6 @@ class UserHostStub:
     def plugin_client_cancel(self, message: "PluginClientCancelParams") -> "PluginClientCancelResult":
         """
         plugin/client/cancel
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1949,8 +1940,6 @@ class UserHostStub:
     def user_question_answer(self, message: "UserQuestionAnswerParams") -> "UserQuestionAnswerResult":
         """
         user_question/answer
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1962,8 +1951,6 @@ class UserHostStub:
     def user_question_dismiss(self, message: "UserQuestionDismissParams") -> "UserQuestionDismissResult":
         """
         user_question/dismiss
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1975,8 +1962,6 @@ class UserHostStub:
     def push_register(self, message: "PushRegisterParams") -> "PushRegisterResult":
         """
         push/register
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -1988,8 +1973,6 @@ class UserHostStub:
     def push_unregister(self, message: "PushUnregisterParams") -> "PushUnregisterResult":
         """
         push/unregister
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         return self._channel.unary_unary(
@@ -2001,8 +1984,6 @@ class UserHostStub:
     def shutdown(self, message: "UserHostShutdownParams | None" = None) -> "UserHostShutdownResult":
         """
         shutdown
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         if message is None:
@@ -2020,8 +2001,6 @@ class UserHostStub:
         """
         plugin/client/invalidate: the host's notifications to this connection, one stream message per notification,
         for as long as the connection is attached.
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
 
         if message is None:

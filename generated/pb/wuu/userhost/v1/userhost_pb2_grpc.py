@@ -35,9 +35,6 @@ class UserHostStub:
     the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
     (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
     the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
-    The twin rule fixes the request and response messages to the JSON defs' names (`*Params`, `*Result`), and the
-    service keeps the protocol's name, hence the lint ignores below.
-    buf:lint:ignore SERVICE_SUFFIX
     """
 
     def __init__(self, channel):
@@ -100,15 +97,10 @@ class UserHostServicer:
     the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
     (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
     the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
-    The twin rule fixes the request and response messages to the JSON defs' names (`*Params`, `*Result`), and the
-    service keeps the protocol's name, hence the lint ignores below.
-    buf:lint:ignore SERVICE_SUFFIX
     """
 
     def Initialize(self, request, context):
         """initialize
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -116,8 +108,6 @@ class UserHostServicer:
 
     def PluginClientRequest(self, request, context):
         """plugin/client/request
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -125,8 +115,6 @@ class UserHostServicer:
 
     def PluginClientCancel(self, request, context):
         """plugin/client/cancel
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -134,8 +122,6 @@ class UserHostServicer:
 
     def UserQuestionAnswer(self, request, context):
         """user_question/answer
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,8 +129,6 @@ class UserHostServicer:
 
     def UserQuestionDismiss(self, request, context):
         """user_question/dismiss
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -152,8 +136,6 @@ class UserHostServicer:
 
     def PushRegister(self, request, context):
         """push/register
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -161,8 +143,6 @@ class UserHostServicer:
 
     def PushUnregister(self, request, context):
         """push/unregister
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -170,8 +150,6 @@ class UserHostServicer:
 
     def Shutdown(self, request, context):
         """shutdown
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -180,8 +158,6 @@ class UserHostServicer:
     def PluginClientInvalidate(self, request, context):
         """plugin/client/invalidate: the host's notifications to this connection, one stream message per notification,
         for as long as the connection is attached.
-        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
-        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -250,9 +226,6 @@ class UserHost:
     the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
     (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
     the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
-    The twin rule fixes the request and response messages to the JSON defs' names (`*Params`, `*Result`), and the
-    service keeps the protocol's name, hence the lint ignores below.
-    buf:lint:ignore SERVICE_SUFFIX
     """
 
     @staticmethod
