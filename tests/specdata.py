@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+
 from wuu.generated import models, validators
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"

@@ -7,10 +7,11 @@ import pkgutil
 from typing import Any
 
 import pytest
-import wuu.generated.pb
 from google.protobuf import message_factory
 from google.protobuf.message import Message
 from specdata import Example, defs, examples
+
+import wuu.generated.pb
 from wuu.generated import protojson
 
 TWINNED_AREAS = {"permissions", "receipts", "userhost", "worker"}

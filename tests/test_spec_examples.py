@@ -12,6 +12,7 @@ from specdata import (
     pydantic_error_paths,
     roundtrip,
 )
+
 from wuu.generated import validators
 
 VALID = examples("valid")

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
+
 from wuu.generated import validators
 from wuu.generated.models import ExecutionProcessV4, ProcessReadParams, ProcessReadResult, ReplyFrame
 

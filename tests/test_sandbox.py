@@ -1,0 +1,272 @@
+"""The Landlock command sandbox, against the real kernel: real processes, real files, real EACCES."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from wuu.generated.models import PermissionMode
+from wuu.worker.native import landlock
+from wuu.worker.native.sandbox import MIN_ABI, Sandbox, SandboxPolicy, SandboxUnavailable, sandbox_abi
+
+DEADLINE = 30.0
+
+requires_landlock = pytest.mark.skipif(
+    sandbox_abi() < MIN_ABI,
+    reason=f"needs Landlock ABI {MIN_ABI}+ (ABI {sandbox_abi()}; {landlock.unavailable_reason() or 'too old'})",
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+async def run(script: str, sandbox: Sandbox, *, close_fds: bool = True) -> Result:
+    """Run `sh -c script` confined by `sandbox`, waiting at most DEADLINE seconds."""
+    process = await asyncio.create_subprocess_exec(
+        "sh",
+        "-c",
+        script,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        close_fds=close_fds,
+        preexec_fn=sandbox.preexec,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), DEADLINE)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return Result(process.returncode, stdout.decode(), stderr.decode())
+
+
+def ruleset_fds() -> set[int]:
+    """This process's open Landlock ruleset fds."""
+    found = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if "landlock-ruleset" in os.readlink(f"/proc/self/fd/{name}"):
+                found.add(int(name))
+        except FileNotFoundError:
+            continue  # The directory fd listdir used, closed by now.
+    return found
+
+
+@dataclass(frozen=True)
+class Dirs:
+    root: Path
+    private_tmp: Path
+    outside: Path
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> Dirs:
+    made = Dirs(tmp_path / "root", tmp_path / "private-tmp", tmp_path / "outside")
+    for path in (made.root, made.private_tmp, made.outside):
+        path.mkdir()
+    return made
+
+
+@pytest.fixture
+def read_only() -> Iterator[Sandbox]:
+    sandbox = Sandbox(SandboxPolicy(PermissionMode.READ_ONLY, ()))
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture
+def standard(dirs: Dirs) -> Iterator[Sandbox]:
+    sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (dirs.root, dirs.private_tmp)))
+    yield sandbox
+    sandbox.close()
+
+
+@requires_landlock
+async def test_read_only_refuses_a_write(read_only: Sandbox, dirs: Dirs) -> None:
+    target = dirs.outside / "file"
+    result = await run(f"echo x > '{target}'", read_only)
+    assert result.returncode != 0
+    assert "Permission denied" in result.stderr
+    assert not target.exists()
+
+
+@requires_landlock
+@pytest.mark.parametrize(
+    "script",
+    [": > file", "echo more >> file", "rm file", "mkdir made", "ln -s file link", "mv file moved"],
+    ids=["truncate", "append", "remove", "mkdir", "symlink", "rename"],
+)
+async def test_read_only_refuses_changes_to_existing_files(
+    read_only: Sandbox, dirs: Dirs, script: str
+) -> None:
+    (dirs.outside / "file").write_text("kept\n")
+    result = await run(f"cd '{dirs.outside}' && {script}", read_only)
+    assert result.returncode != 0
+    assert "Permission denied" in result.stderr or "Operation not permitted" in result.stderr
+    assert sorted(path.name for path in dirs.outside.iterdir()) == ["file"]
+    assert (dirs.outside / "file").read_text() == "kept\n"
+
+
+@requires_landlock
+async def test_read_only_reads_executes_and_writes_devices(read_only: Sandbox, dirs: Dirs) -> None:
+    (dirs.outside / "file").write_text("content\n")
+    script = (
+        f"cat '{dirs.outside}/file' && echo hi > /dev/null && echo err > /dev/stderr"
+        " && head -c 3 /dev/zero | wc -c"
+    )
+    result = await run(script, read_only)
+    assert result == Result(0, "content\n3\n", "err\n")
+
+
+@requires_landlock
+async def test_standard_writes_beneath_the_root(standard: Sandbox, dirs: Dirs) -> None:
+    result = await run(
+        f"cd '{dirs.root}' && mkdir -p a/b && echo inside > a/b/file && mv a/b/file moved", standard
+    )
+    assert result == Result(0, "", "")
+    assert (dirs.root / "moved").read_text() == "inside\n"
+
+
+@requires_landlock
+async def test_standard_writes_the_private_temp_dir(standard: Sandbox, dirs: Dirs) -> None:
+    result = await run(f"echo scratch > '{dirs.private_tmp}/file'", standard)
+    assert result == Result(0, "", "")
+    assert (dirs.private_tmp / "file").read_text() == "scratch\n"
+
+
+@requires_landlock
+async def test_standard_refuses_a_write_outside(standard: Sandbox, dirs: Dirs) -> None:
+    target = dirs.outside / "file"
+    result = await run(f"echo x > '{target}'", standard)
+    assert result.returncode != 0
+    assert "Permission denied" in result.stderr
+    assert not target.exists()
+
+
+@requires_landlock
+async def test_standard_refuses_moving_a_file_out_of_the_root(standard: Sandbox, dirs: Dirs) -> None:
+    (dirs.root / "file").write_text("stays\n")
+    result = await run(f"mv '{dirs.root}/file' '{dirs.outside}/file'", standard)
+    assert result.returncode != 0
+    assert (dirs.root / "file").read_text() == "stays\n"
+    assert not (dirs.outside / "file").exists()
+
+
+@requires_landlock
+async def test_a_grandchild_is_confined_too(standard: Sandbox, dirs: Dirs) -> None:
+    target = dirs.outside / "file"
+    result = await run(f"sh -c \"echo x > '{target}'\"", standard)
+    assert result.returncode != 0
+    assert "Permission denied" in result.stderr
+    assert not target.exists()
+
+
+@requires_landlock
+@pytest.mark.parametrize("close_fds", [True, False])
+async def test_the_ruleset_fd_does_not_reach_the_command(dirs: Dirs, close_fds: bool) -> None:
+    before = ruleset_fds()
+    sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (dirs.root,)))
+    try:
+        (fd,) = ruleset_fds() - before
+        # Close-on-exec keeps it out of the command even when subprocess closes nothing.
+        assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        result = await run("ls -l /proc/$$/fd", sandbox, close_fds=close_fds)
+    finally:
+        sandbox.close()
+    assert result.returncode == 0, result.stderr
+    assert "landlock" not in result.stdout
+    assert f" {fd} -> " not in result.stdout
+    assert " 1 -> pipe:" in result.stdout  # The listing is real.
+
+
+@requires_landlock
+async def test_the_ruleset_fd_survives_close_fds_until_preexec(standard: Sandbox, dirs: Dirs) -> None:
+    # subprocess closes inherited fds only after preexec_fn: were the fd gone, restrict_self would fail and the
+    # spawn with it, and a command that ran unconfined could write outside.
+    result = await run(
+        f"echo in > '{dirs.root}/in'; echo out > '{dirs.outside}/out'", standard, close_fds=True
+    )
+    assert result.returncode != 0
+    assert (dirs.root / "in").read_text() == "in\n"
+    assert not (dirs.outside / "out").exists()
+
+
+@requires_landlock
+async def test_a_closed_sandbox_fails_closed(dirs: Dirs) -> None:
+    sandbox = Sandbox(SandboxPolicy(PermissionMode.READ_ONLY, ()))
+    sandbox.close()
+    sandbox.close()  # Idempotent.
+    with pytest.raises(subprocess.SubprocessError):
+        await run(f"echo ran > '{dirs.outside}/ran'", sandbox)
+    assert not (dirs.outside / "ran").exists()
+
+
+@requires_landlock
+async def test_the_worker_itself_stays_unconfined(read_only: Sandbox, dirs: Dirs) -> None:
+    assert (await run("true", read_only)).returncode == 0
+    (dirs.outside / "file").write_text("parent\n")
+    assert (dirs.outside / "file").read_text() == "parent\n"
+
+
+@requires_landlock
+async def test_one_sandbox_serves_concurrent_spawns(standard: Sandbox, dirs: Dirs) -> None:
+    scripts = [f"echo {n} > '{dirs.root}/{n}'; echo {n} > '{dirs.outside}/{n}'" for n in range(8)]
+    results = await asyncio.gather(*(run(script, standard) for script in scripts))
+    assert all(result.returncode != 0 for result in results)
+    assert sorted(path.name for path in dirs.root.iterdir()) == [str(n) for n in range(8)]
+    assert list(dirs.outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("abi", [1, 2])
+def test_an_old_abi_is_unavailable(monkeypatch: pytest.MonkeyPatch, abi: int) -> None:
+    monkeypatch.setattr(landlock, "abi_version", lambda: abi)
+    with pytest.raises(SandboxUnavailable, match=f"Landlock ABI {abi} is too old: .* ABI 3 or later"):
+        Sandbox(SandboxPolicy(PermissionMode.READ_ONLY, ()))
+
+
+def test_no_landlock_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(landlock, "abi_version", lambda: 0)
+    with pytest.raises(SandboxUnavailable, match="Landlock is unavailable"):
+        Sandbox(SandboxPolicy(PermissionMode.STANDARD, (Path("/"),)))
+
+
+@requires_landlock
+def test_a_missing_writable_dir_is_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailable, match="No such file or directory"):
+        Sandbox(SandboxPolicy(PermissionMode.STANDARD, (tmp_path / "missing",)))
+
+
+@pytest.mark.parametrize(
+    ("mode", "writable", "message"),
+    [
+        (PermissionMode.UNCONFINED, (), "without a sandbox"),
+        (PermissionMode.READ_ONLY, (Path("/tmp"),), "no writable paths"),
+        (PermissionMode.STANDARD, (Path("relative"),), "must be absolute: relative"),
+    ],
+)
+def test_policies_that_make_no_sense_are_refused(
+    mode: PermissionMode, writable: tuple[Path, ...], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        SandboxPolicy(mode, writable)
+
+
+def test_each_abi_handles_all_of_its_filesystem_rights() -> None:
+    assert landlock.handled_access_fs(0) == 0
+    assert landlock.handled_access_fs(1) == (1 << 13) - 1
+    assert landlock.handled_access_fs(2) == (1 << 14) - 1
+    assert landlock.handled_access_fs(3) == landlock.handled_access_fs(4) == (1 << 15) - 1
+    assert landlock.handled_access_fs(5) == landlock.handled_access_fs(7) == landlock.ALL_ACCESS_FS

@@ -1,0 +1,73 @@
+"""What a provider supplies to the SDK: `initialize`, a typed methods map, and `close`.
+
+This is the Python counterpart of the seed's `ExecutionBackendV4`. A handler receives the method's
+parameters already validated as the catalog's params model, and returns the catalog's result model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wuu.generated.models import InitializeParams, ProcessEvent, ToolResult, WorkerInfo
+from wuu.generated.wire import WireModel
+
+if TYPE_CHECKING:
+    import asyncio
+
+
+class RequestContext(Protocol):
+    """What a handler can see and do while its request is in flight."""
+
+    @property
+    def id(self) -> str:
+        """The request's id."""
+
+    @property
+    def method(self) -> str:
+        """The request's method."""
+
+    @property
+    def binding(self) -> InitializeParams:
+        """The pinned binding (for `initialize`: the binding being established)."""
+
+    @property
+    def signal(self) -> asyncio.Event:
+        """Set when this request is cancelled or the connection ends. The handler's task is also cancelled."""
+
+    @property
+    def lifetime_signal(self) -> asyncio.Event:
+        """Set when the connection ends; the lifetime of detached work such as background processes."""
+
+    @property
+    def granted_capabilities(self) -> frozenset[str]:
+        """The capabilities granted at `initialize` (empty until then)."""
+
+    def emit_process(self, event: ProcessEvent) -> None:
+        """Publish a `process/event` notification on this connection."""
+
+    async def invoke_tool(self, tool: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Call a tool back through the host (`tool/invoke`), valid only while this request is live."""
+
+
+Handler = Callable[[Any, RequestContext], Awaitable[WireModel]]
+"""A method handler: (params model, context) -> result model."""
+
+
+@dataclass(frozen=True)
+class ExecutionBackendV4:
+    """A worker implementation served by `run_execution_backend_v4`.
+
+    `initialize` prepares the provider for the binding (it MAY create the workspace; raising a
+    `WorkerError` fails the initialize and kills the connection). `methods` maps protocol method
+    names to handlers; every method not in it is answered `unsupported_method`, never substituted.
+    `close` runs once at the end of the connection, after every handler has drained; its errors are
+    reported. `capabilities` are those the provider honours; the SDK grants the requested subset.
+    """
+
+    initialize: Callable[[InitializeParams, RequestContext], Awaitable[None]]
+    methods: Mapping[str, Handler]
+    close: Callable[[], Awaitable[None]]
+    capabilities: Sequence[str] = ()
+    info: WorkerInfo = field(default_factory=lambda: WorkerInfo(name="wuu-python-sdk", version="0.1.0"))

@@ -1,0 +1,1 @@
+"""The native reference worker: workspace tools, background processes and exports on the local machine."""

@@ -1,0 +1,109 @@
+"""The OS sandbox for commands in the confined permission modes (seed 004, DESIGN.md §3), on Linux Landlock.
+
+`read_only` commands may write no file anywhere; `standard` commands may write only beneath the execution root
+and a private temporary directory. Both may read and execute everything, and both may write the few character
+devices that ordinary commands open for writing. The ruleset is built once per policy in the worker; each spawn
+only enforces it in the child, through `Sandbox.preexec` as `preexec_fn`:
+
+    sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (root, private_tmp)))
+    process = await asyncio.create_subprocess_exec(*argv, preexec_fn=sandbox.preexec)
+
+If `preexec` fails in the child, the spawn raises `subprocess.SubprocessError` and the command never runs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from wuu.generated.models import PermissionMode
+from wuu.worker.native import landlock
+from wuu.worker.native.landlock import AccessFs
+
+# ABI 3 is the first that restricts truncation; below it a confined command could still empty any file it can
+# open for reading (seed 000).
+MIN_ABI = 3
+
+# Character devices that commands routinely open for writing (`> /dev/null`, `dd of=/dev/zero`, prompts on
+# /dev/tty). /dev/pts/* is left out on purpose: a pseudo-terminal a command inherits needs no rule (Landlock
+# checks at open), while opening another one would let a command type into the user's other terminals.
+WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
+
+_READ_EXECUTE = AccessFs.READ_FILE | AccessFs.READ_DIR | AccessFs.EXECUTE
+# No IOCTL_DEV: device ioctls (TIOCSTI on /dev/tty, say) are not something a confined command needs. TRUNCATE
+# because the shell opens `> /dev/null` with O_TRUNC.
+_DEVICE_WRITE = AccessFs.READ_FILE | AccessFs.WRITE_FILE | AccessFs.TRUNCATE
+
+
+class SandboxUnavailable(Exception):
+    """No working OS sandbox for this policy; the worker answers `sandbox_unavailable` and runs nothing."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What a confined command may write.
+
+    `mode` is `standard` or `read_only`; `unconfined` never gets a sandbox. `writable` holds absolute directory
+    paths: the root and the command's private temporary directory in `standard`, nothing in `read_only`.
+    """
+
+    mode: PermissionMode
+    writable: tuple[Path, ...]
+
+    def __post_init__(self) -> None:
+        if self.mode is PermissionMode.UNCONFINED:
+            raise ValueError("unconfined commands run without a sandbox")
+        if self.mode is PermissionMode.READ_ONLY and self.writable:
+            raise ValueError("a read_only policy has no writable paths")
+        relative = [str(path) for path in self.writable if not path.is_absolute()]
+        if relative:
+            raise ValueError(f"writable paths must be absolute: {', '.join(relative)}")
+
+
+def sandbox_abi() -> int:
+    """The running kernel's Landlock ABI version, 0 if it has none."""
+    return landlock.abi_version()
+
+
+class Sandbox:
+    """Prepared once per policy (creates the ruleset fd in the parent); cheap per command."""
+
+    def __init__(self, policy: SandboxPolicy) -> None:
+        """Build the Landlock ruleset for `policy`; raises SandboxUnavailable when it cannot be enforced."""
+        abi = sandbox_abi()
+        if abi == 0:
+            raise SandboxUnavailable(f"Landlock is unavailable: {landlock.unavailable_reason()}")
+        if abi < MIN_ABI:
+            raise SandboxUnavailable(
+                f"Landlock ABI {abi} is too old: confined commands need ABI {MIN_ABI} or later"
+            )
+        rules: dict[str | os.PathLike[str], AccessFs] = {"/": _READ_EXECUTE}
+        for device in WRITABLE_DEVICES:
+            # A container may lack some of them; only real character devices get write access.
+            try:
+                if stat.S_ISCHR(os.stat(device).st_mode):
+                    rules[device] = _DEVICE_WRITE
+            except FileNotFoundError:
+                continue
+        for path in policy.writable:
+            rules[path] = landlock.ALL_ACCESS_FS
+        try:
+            self._fd = landlock.create_ruleset(rules, abi)
+        except OSError as error:
+            raise SandboxUnavailable(f"the Landlock ruleset cannot be built: {error}") from error
+
+    def preexec(self) -> None:
+        """Confine the calling process; pass it as `preexec_fn`, it runs in the child between fork and exec.
+
+        The ruleset fd is close-on-exec, so the child still holds it here (subprocess closes other fds only
+        after `preexec_fn`) and the command never sees it.
+        """
+        landlock.restrict_self(self._fd)
+
+    def close(self) -> None:
+        """Close the ruleset fd; later spawns with `preexec` fail instead of running unconfined."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

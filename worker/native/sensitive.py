@@ -1,0 +1,170 @@
+"""The sensitive-path guard: the rules of the spec's data/sensitive_paths.json, held in every permission mode."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import pwd
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from wuu.generated.models import (
+    ErrorCode,
+    SensitiveHomeRule,
+    SensitivePathAccess,
+    SensitivePathHome,
+    SensitivePathRule,
+    SensitivePathRules,
+)
+from wuu.worker.errors import WorkerError
+
+# Only ASCII letters fold: without re.ASCII, Unicode folding would let e.g. the Kelvin sign match `k`.
+_FLAGS = re.ASCII | re.IGNORECASE | re.DOTALL
+
+_Components = tuple[str, ...]
+_Glob = tuple[re.Pattern[str], ...]
+
+
+@dataclass(frozen=True)
+class SensitiveMatch:
+    """What the rules say about one path."""
+
+    sensitive: bool
+    """Some rule matches, so writes are refused."""
+    read_blocked: bool
+    """A matching rule's access is `read_write`, so reads of the content are refused too."""
+    rules: tuple[str, ...]
+    """The ids of the matching rules, in the order of the rule list."""
+
+
+@dataclass(frozen=True)
+class _Rule:
+    id: str
+    read_blocked: bool
+    suffixes: tuple[_Glob, ...]
+    """Globs matched against as many trailing components of the path."""
+    wholes: tuple[_Glob, ...]
+    """Globs matched against all the components of the path."""
+    exempt: tuple[re.Pattern[str], ...]
+
+    def matches(self, parts: _Components) -> bool:
+        if not parts or any(glob.fullmatch(parts[-1]) for glob in self.exempt):
+            return False
+        trailing = any(len(glob) <= len(parts) and _fits(glob, parts[-len(glob) :]) for glob in self.suffixes)
+        return trailing or any(len(glob) == len(parts) and _fits(glob, parts) for glob in self.wholes)
+
+
+class SensitivePaths:
+    """The sensitive-path guard of the dedicated file tools, in every permission mode.
+
+    A path is checked in two forms, and is sensitive when either matches: the path as the tool named it
+    (made absolute, lexically normalized) and its symlink-resolved real path. So callers pass the path
+    as requested, joined to the root when relative (`root / path`), not only the result of
+    `paths.resolve`: a symlink named `.env` must be refused even when it points to an ordinary file. The
+    real path is computed here (lstat and readlink only); for a path that does not exist yet it is the
+    path with its existing symlinks resolved, so that a write through a dangling symlink is checked
+    against the file it would create.
+    """
+
+    def __init__(self, rules: SensitivePathRules, *, home: Path, wuu_home: Path) -> None:
+        """Compile `rules`; `home` (`$HOME`) and `wuu_home` are the directories `under_home` rules use."""
+        homes = {SensitivePathHome.USER: _forms(home), SensitivePathHome.WUU: _forms(wuu_home)}
+        self._rules = tuple(_compile(rule, homes) for rule in rules.rules)
+
+    @classmethod
+    def load(cls, *, home: Path, wuu_home: Path) -> SensitivePaths:
+        """The guard built from the rules packaged with wuu (the spec's data/sensitive_paths.json)."""
+        data = importlib.resources.files("wuu.generated").joinpath("schema", "data", "sensitive_paths.json")
+        rules = SensitivePathRules.model_validate_json(data.read_text("utf-8"), strict=True)
+        return cls(rules, home=home, wuu_home=wuu_home)
+
+    def match(self, path: Path) -> SensitiveMatch:
+        """Match an absolute `path` (lexically, and through its real path) against every rule."""
+        forms = _forms(path)
+        found = [rule for rule in self._rules if any(rule.matches(parts) for parts in forms)]
+        return SensitiveMatch(
+            sensitive=bool(found),
+            read_blocked=any(rule.read_blocked for rule in found),
+            rules=tuple(rule.id for rule in found),
+        )
+
+    def check(self, path: Path, *, write: bool) -> None:
+        """Refuse a write to a sensitive `path`, or a read of a read-blocked one, with `sensitive_path`."""
+        found = self.match(path)
+        if found.read_blocked or (write and found.sensitive):
+            operation = "writing" if write else "reading"
+            raise WorkerError(
+                ErrorCode.SENSITIVE_PATH,
+                f"{operation} {os.fspath(path)!r} is refused: sensitive path ({', '.join(found.rules)})",
+            )
+
+
+def default_home(environ: Mapping[str, str]) -> Path:
+    """The user's home directory: `$HOME` if set and absolute, else the account's passwd entry."""
+    home = environ.get("HOME", "")
+    if os.path.isabs(home):
+        return Path(os.path.normpath(home))
+    try:
+        return Path(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        raise RuntimeError(
+            "no home directory: HOME is not an absolute path and the user has no passwd entry"
+        ) from None
+
+
+def default_wuu_home(environ: Mapping[str, str]) -> Path:
+    """Wuu home: `$WUU_HOME` if set and absolute, else `~/.wuu` (`~` as default_home gives it)."""
+    wuu_home = environ.get("WUU_HOME", "")
+    if os.path.isabs(wuu_home):
+        return Path(os.path.normpath(wuu_home))
+    return default_home(environ) / ".wuu"
+
+
+def _forms(path: Path) -> tuple[_Components, ...]:
+    """The components of `path` lexically normalized, and of its real path when that differs."""
+    text = os.fspath(path)
+    if not os.path.isabs(text):
+        raise ValueError(f"sensitive-path checks need an absolute path, not {text!r}")
+    lexical, real = _components(text), _components(os.path.realpath(text))
+    return (lexical,) if real == lexical else (lexical, real)
+
+
+def _components(path: str) -> _Components:
+    return tuple(part for part in os.path.normpath(path).split("/") if part)
+
+
+def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, tuple[_Components, ...]]) -> _Rule:
+    globs = tuple(tuple(_glob(part) for part in pattern.split("/")) for pattern in rule.patterns)
+    if isinstance(rule, SensitiveHomeRule):
+        # The home is a literal prefix: its characters are matched as themselves, case-insensitively.
+        prefixes = [tuple(re.compile(re.escape(part), _FLAGS) for part in home) for home in homes[rule.home]]
+        suffixes: tuple[_Glob, ...] = ()
+        wholes = tuple(prefix + glob for prefix in prefixes for glob in globs)
+    else:
+        suffixes, wholes = globs, ()
+    return _Rule(
+        id=rule.id,
+        read_blocked=rule.access is SensitivePathAccess.READ_WRITE,
+        suffixes=suffixes,
+        wholes=wholes,
+        exempt=tuple(_glob(name) for name in rule.exempt or ()),
+    )
+
+
+def _glob(component: str) -> re.Pattern[str]:
+    """A compiled glob over one component: `*` any run, `?` one character, anything else itself."""
+    return re.compile("".join(_glob_piece(char) for char in component), _FLAGS)
+
+
+def _glob_piece(char: str) -> str:
+    if char == "*":
+        return ".*"
+    if char == "?":
+        return "."
+    return re.escape(char)
+
+
+def _fits(glob: _Glob, parts: _Components) -> bool:
+    return all(pattern.fullmatch(part) for pattern, part in zip(glob, parts, strict=True))

@@ -1,0 +1,36 @@
+"""Connecting a worker to its byte streams: the process's stdio pipes, or any asyncio stream pair."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import IO
+
+from .framing import reader_limit
+
+
+class _OutputProtocol(asyncio.streams.FlowControlMixin):
+    """A write-pipe protocol that reports when the reading end goes away, even with nothing to write."""
+
+    def __init__(self, closed: asyncio.Event) -> None:
+        super().__init__()
+        self._closed = closed
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed.set()
+        super().connection_lost(exc)
+
+
+async def connect_pipes(
+    input_file: IO[bytes] | None = None, output_file: IO[bytes] | None = None
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Event]:
+    """Asyncio streams over two pipes (stdin and stdout by default), and an event set when output fails."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=reader_limit())
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), input_file or sys.stdin.buffer)
+    closed = asyncio.Event()
+    transport, protocol = await loop.connect_write_pipe(
+        lambda: _OutputProtocol(closed), output_file or sys.stdout.buffer
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, writer, closed
