@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 from typing_extensions import TypeAliasType
+
 from wuu.generated.wire import WireModel
 
 WuuSpec = TypeAliasType("WuuSpec", Annotated[Any, Field(title="WuuSpec")])
@@ -1289,7 +1290,7 @@ class ProcessEventType(StrEnum):
 
     STARTED = "started"
     """
-    The process started; always the process's first event.
+    The process started; the first event of every process that started. A process that could not start has only its `failed` event.
     """
     EXITED = "exited"
     """

@@ -94,21 +94,22 @@ class Transcript:
 
 
 class WorkerClient(WorkerClientMethods):
-    """A connection to one worker process."""
+    """A connection to one worker: a spawned process (`spawn`) or any attached pair of streams."""
 
     def __init__(
         self,
-        process: asyncio.subprocess.Process,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
         *,
         token: str,
         tool_invoker: ToolInvoker | None = None,
+        process: asyncio.subprocess.Process | None = None,
     ) -> None:
-        assert process.stdin is not None and process.stdout is not None
         self.process = process
         self.token = token
         self.transcript = Transcript()
-        self._stdin = process.stdin
-        self._stdout = process.stdout
+        self._stdin = writer
+        self._stdout = reader
         self._tool_invoker = tool_invoker
         self._ids = itertools.count(1)
         self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -139,7 +140,14 @@ class WorkerClient(WorkerClientMethods):
             cwd=cwd,
             limit=WORKER_MAX_FRAME_BYTES,
         )
-        return cls(process, token=token or secrets.token_hex(16), tool_invoker=tool_invoker)
+        assert process.stdin is not None and process.stdout is not None
+        return cls(
+            process.stdout,
+            process.stdin,
+            token=token or secrets.token_hex(16),
+            tool_invoker=tool_invoker,
+            process=process,
+        )
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -322,9 +330,9 @@ class WorkerClient(WorkerClientMethods):
         return None
 
     async def _read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        while chunk := await self.process.stderr.read(65536):
-            self._stderr.extend(chunk)
+        if self.process is not None and self.process.stderr is not None:
+            while chunk := await self.process.stderr.read(65536):
+                self._stderr.extend(chunk)
 
     def _lose(self, reason: str) -> None:
         if self.lost is not None:
@@ -342,20 +350,28 @@ class WorkerClient(WorkerClientMethods):
     # --- shutdown ------------------------------------------------------------------------------
 
     async def close(self, budget: float = 7.0) -> CloseOutcome:
-        """Send EOF and wait up to `budget` seconds for the worker to exit; kill it after that."""
+        """Send EOF and wait up to `budget` seconds for the worker to end; kill a spawned one after that.
+
+        For an attached transport the worker has ended when its output ends.
+        """
         if not self._stdin.is_closing():
             self._stdin.close()
         killed = False
+        ended = self.process.wait() if self.process is not None else asyncio.shield(self._reader)
         try:
-            await asyncio.wait_for(self.process.wait(), budget)
+            await asyncio.wait_for(ended, budget)
         except TimeoutError:
             killed = True
-            self.process.kill()
-            await self.process.wait()
+            if self.process is not None:
+                self.process.kill()
+                await self.process.wait()
+            else:
+                self._reader.cancel()
         await asyncio.gather(self._reader, self._stderr_reader, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
-        outcome = CloseOutcome(self.process.returncode, killed, self.stderr)
+        returncode = self.process.returncode if self.process is not None else 0
+        outcome = CloseOutcome(returncode, killed, self.stderr)
         if not outcome.clean:
             log.warning("worker ended with %s%s", outcome.returncode, " after kill" if killed else "")
         return outcome

@@ -368,7 +368,9 @@ async def test_a_cleanup_failure_is_reported(tmp_path: Path) -> None:
 # --- the host client's view of a broken worker ------------------------------------------------------
 
 
-async def test_a_worker_killed_mid_request_fails_the_call_as_unknown(worker: WorkerClient, tmp_path: Path) -> None:
+async def test_a_worker_killed_mid_request_fails_the_call_as_unknown(
+    worker: WorkerClient, tmp_path: Path
+) -> None:
     await ready(worker, tmp_path / "ws")
     pending = asyncio.create_task(worker.request("execute", execute("sleep", ms=60_000)))
     await worker.request("execute", execute("echo", text="the sleep is running"))

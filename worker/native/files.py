@@ -1,0 +1,161 @@
+"""The file tools of `execute`: read_file, write_file, edit_file, list_dir (spec: execute.schema.json).
+
+Paths arrive resolved and checked (paths.resolve, sensitive.check). The final component is opened
+with O_NOFOLLOW, so a symlink swapped in after resolution makes the open fail instead of escaping.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from wuu.generated.models import (
+    DirEntry,
+    DirEntryType,
+    EditFileArguments,
+    EditFileMetadata,
+    ErrorCode,
+    ListDirArguments,
+    ListDirMetadata,
+    ReadFileArguments,
+    ReadFileMetadata,
+    ToolResult,
+    WriteFileArguments,
+    WriteFileMetadata,
+)
+
+from ..errors import WorkerError
+from .paths import open_flags_nofollow
+
+
+@contextmanager
+def os_errors(path: Path) -> Iterator[None]:
+    """Turn the OS's refusals into protocol errors that name the path."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise WorkerError(ErrorCode.NOT_FOUND, str(path)) from None
+    except NotADirectoryError:
+        raise WorkerError(ErrorCode.NOT_FOUND, f"{path}: a parent is not a directory") from None
+    except IsADirectoryError:
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is a directory") from None
+    except PermissionError:
+        raise WorkerError(ErrorCode.PERMISSION_DENIED, str(path)) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is a symlink") from None
+        raise
+
+
+def read_file(path: Path, args: ReadFileArguments) -> ToolResult:
+    with os_errors(path):
+        fd = os.open(path, open_flags_nofollow(os.O_RDONLY))
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(path)
+            data = os.pread(fd, args.max_bytes, args.offset_bytes)
+        finally:
+            os.close(fd)
+    metadata = ReadFileMetadata(
+        size=info.st_size,
+        offset_bytes=args.offset_bytes,
+        returned_bytes=len(data),
+        eof=args.offset_bytes + len(data) >= info.st_size,
+    )
+    return ToolResult(output=data.decode("utf-8", "replace"), is_error=False, metadata=metadata.to_wire())
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Replace the file's content (creating it), never following a symlink at its name."""
+    fd = os.open(path, open_flags_nofollow(os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def write_file(path: Path, args: WriteFileArguments) -> ToolResult:
+    with os_errors(path):
+        if args.create_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        existed = os.path.lexists(path)
+        data = args.content.encode("utf-8")
+        _write(path, data)
+    metadata = WriteFileMetadata(bytes_written=len(data), created=not existed)
+    verb = "updated" if existed else "created"
+    return ToolResult(
+        output=f"{verb} {path} ({len(data)} bytes)", is_error=False, metadata=metadata.to_wire()
+    )
+
+
+def edit_file(path: Path, args: EditFileArguments) -> ToolResult:
+    with os_errors(path):
+        fd = os.open(path, open_flags_nofollow(os.O_RDONLY))
+        try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise IsADirectoryError(path)
+            raw = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+        finally:
+            os.close(fd)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return ToolResult(output=f"{path} is not UTF-8 text; it was not changed", is_error=True)
+    count = text.count(args.old_string)
+    if count == 0:
+        return ToolResult(output=f"old_string was not found in {path}; it was not changed", is_error=True)
+    if count > 1 and not args.replace_all:
+        return ToolResult(
+            output=f"old_string occurs {count} times in {path}; give more context or set replace_all",
+            is_error=True,
+        )
+    with os_errors(path):
+        _write(path, text.replace(args.old_string, args.new_string).encode("utf-8"))
+    metadata = EditFileMetadata(replacements=count)
+    return ToolResult(
+        output=f"replaced {count} occurrence(s) in {path}", is_error=False, metadata=metadata.to_wire()
+    )
+
+
+def _entry_type(mode: int) -> DirEntryType:
+    if stat.S_ISREG(mode):
+        return DirEntryType.FILE
+    if stat.S_ISDIR(mode):
+        return DirEntryType.DIRECTORY
+    if stat.S_ISLNK(mode):
+        return DirEntryType.SYMLINK
+    return DirEntryType.OTHER
+
+
+def list_dir(path: Path, args: ListDirArguments) -> ToolResult:
+    entries: list[DirEntry] = []
+
+    def walk(directory: Path, prefix: str, depth: int) -> None:
+        with os.scandir(directory) as scan:
+            for item in scan:
+                if item.name.startswith(".") and not args.include_hidden:
+                    continue
+                info = item.stat(follow_symlinks=False)
+                kind = _entry_type(info.st_mode)
+                size = info.st_size if kind is not DirEntryType.DIRECTORY else 0
+                entries.append(DirEntry(path=prefix + item.name, type=kind, size=size))
+                if kind is DirEntryType.DIRECTORY and depth > 1:
+                    walk(Path(item.path), f"{prefix}{item.name}/", depth - 1)
+
+    with os_errors(path):
+        if not path.is_dir():
+            raise WorkerError(
+                ErrorCode.NOT_FOUND if not path.exists() else ErrorCode.INVALID_REQUEST, f"{path}"
+            )
+        walk(path, "", args.depth)
+    entries.sort(key=lambda entry: entry.path)
+    lines = [entry.path + ("/" if entry.type is DirEntryType.DIRECTORY else "") for entry in entries]
+    metadata = ListDirMetadata(entries=entries)
+    return ToolResult(output="\n".join(lines), is_error=False, metadata=metadata.to_wire())

@@ -1,0 +1,297 @@
+"""The native reference worker: every core tool, background processes and exports, on this machine.
+
+Tools resolve their paths inside the bound root in `standard` and `read_only`, refuse sensitive
+paths in every mode, and run commands under Landlock in the confined modes, never unconfined in
+their place (spec: execute.schema.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES, WORKER_TOOLS
+from wuu.generated.models import (
+    EditFileArguments,
+    EmptyResult,
+    ErrorCode,
+    ExecCommandArguments,
+    ExecutionProcessV4,
+    ExecutionToolRequestV4,
+    ExportCloseParams,
+    ExportOpenParams,
+    ExportOpenResult,
+    ExportReadParams,
+    ExportReadResult,
+    InitializeParams,
+    ListDirArguments,
+    PermissionMode,
+    ProcessGetParams,
+    ProcessListParams,
+    ProcessListResult,
+    ProcessReadParams,
+    ProcessReadResult,
+    ProcessStartParams,
+    ProcessStopParams,
+    ProcessWriteParams,
+    ReadFileArguments,
+    ToolResult,
+    WorkerInfo,
+    WriteFileArguments,
+)
+from wuu.generated.wire import WireModel
+
+from ..backend import ExecutionBackendV4, RequestContext
+from ..errors import WorkerError
+from . import files
+from .environment import command_environment
+from .exports import Exports
+from .paths import resolve
+from .processes import ProcessRegistry, run_command
+from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
+from .sensitive import SensitivePaths, default_home, default_wuu_home
+
+VERSION = "0.1.0"
+CAPABILITIES = ("process.start.v1",)
+
+
+class NativeWorker:
+    """The state of one connection of the native worker."""
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        environ = dict(os.environ if environ is None else environ)
+        self._sensitive = SensitivePaths.load(home=default_home(environ), wuu_home=default_wuu_home(environ))
+        self._binding: InitializeParams | None = None
+        self._root = Path("/")
+        self._private: Path | None = None
+        self._processes: ProcessRegistry | None = None
+        self._exports: Exports | None = None
+        self._sandboxes: dict[PermissionMode, Sandbox] = {}
+
+    def backend(self) -> ExecutionBackendV4:
+        """This worker as an SDK backend."""
+        methods: dict[str, Callable[[Any, RequestContext], Any]] = {
+            "execute": self.execute,
+            "process/start": self.process_start,
+            "process/list": self.process_list,
+            "process/get": self.process_get,
+            "process/read": self.process_read,
+            "process/stop": self.process_stop,
+            "process/write": self.process_write,
+            "export/open": self.export_open,
+            "export/read": self.export_read,
+            "export/close": self.export_close,
+        }
+        return ExecutionBackendV4(
+            initialize=self.initialize,
+            methods=methods,
+            close=self.close,
+            capabilities=CAPABILITIES,
+            info=WorkerInfo(name="wuu-native-worker", version=VERSION),
+        )
+
+    # --- lifetime ------------------------------------------------------------------------------
+
+    async def initialize(self, params: InitializeParams, context: RequestContext) -> None:
+        root = Path(params.root)
+        if not root.exists():
+            if params.require_existing_workspace:
+                raise WorkerError(ErrorCode.WORKSPACE_MISSING, params.root)
+            root.mkdir(parents=True)
+        elif not root.is_dir():
+            raise WorkerError(ErrorCode.INVALID_REQUEST, f"root: {params.root} is not a directory")
+        self._binding = params
+        self._root = root
+        self._private = Path(tempfile.mkdtemp(prefix="wuu-worker-"))
+        (self._private / "tmp").mkdir()
+        (self._private / "exports").mkdir()
+        self._processes = ProcessRegistry(params.session, context.emit_process)
+        self._exports = Exports(self._private / "exports")
+
+    async def close(self) -> None:
+        """Stop every owned process tree, drop snapshots and the private directory, honour the retention flag.
+
+        A failed process cleanup preserves the workspace, so that it can be inspected; the first
+        cleanup error is raised once every other step has run.
+        """
+        errors: list[BaseException] = []
+        processes_stopped = True
+        if self._processes is not None:
+            try:
+                await self._processes.close()
+            except Exception as error:
+                processes_stopped = False
+                errors.append(error)
+        for sandbox in self._sandboxes.values():
+            sandbox.close()
+        if self._exports is not None:
+            self._exports.close_all()
+        removals = [self._private] if self._private is not None else []
+        if self._binding is not None and self._binding.remove_workspace_on_exit and processes_stopped:
+            removals.append(self._root)
+        for directory in removals:
+            try:
+                shutil.rmtree(directory)
+            except OSError as error:
+                errors.append(error)
+        if errors:
+            raise errors[0]
+
+    # --- execute -------------------------------------------------------------------------------
+
+    async def execute(self, request: ExecutionToolRequestV4, context: RequestContext) -> ToolResult:
+        spec = WORKER_TOOLS.get(request.tool)
+        if spec is None:
+            raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
+        arguments = _tool_arguments(spec.arguments, request.call.arguments)
+        mode = request.permission_mode
+        if spec.mutating and mode is PermissionMode.READ_ONLY:
+            raise WorkerError(
+                ErrorCode.PERMISSION_DENIED, f"{request.tool} changes files; the mode is read_only"
+            )
+        if isinstance(arguments, ExecCommandArguments):
+            return await self._exec_command(arguments, mode)
+        if isinstance(arguments, ReadFileArguments):
+            return files.read_file(self._path(arguments.path, mode, write=False), arguments)
+        if isinstance(arguments, WriteFileArguments):
+            return files.write_file(self._path(arguments.path, mode, write=True), arguments)
+        if isinstance(arguments, EditFileArguments):
+            return files.edit_file(self._path(arguments.path, mode, write=True), arguments)
+        if isinstance(arguments, ListDirArguments):
+            return files.list_dir(self._path(arguments.path, mode, write=False), arguments)
+        raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
+
+    def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Path:
+        """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
+        resolved = resolve(self._root, path, confined=mode is not PermissionMode.UNCONFINED)
+        requested = Path(path) if os.path.isabs(path) else self._root / path
+        self._sensitive.check(Path(os.path.normpath(requested)), write=write)
+        return resolved
+
+    def _command_setup(
+        self, cwd: str | None, env: dict[str, str] | None, mode: PermissionMode
+    ) -> tuple[Path, dict[str, str], Callable[[], None] | None]:
+        """The resolved working directory, the command environment and the sandbox hook of a command."""
+        assert self._binding is not None and self._private is not None
+        directory = self._path(cwd, mode, write=False) if cwd else self._root
+        environment = command_environment(self._private / "tmp", self._binding.environment, env)
+        return directory, environment, self._sandbox(mode)
+
+    def _sandbox(self, mode: PermissionMode) -> Callable[[], None] | None:
+        if mode is PermissionMode.UNCONFINED:
+            return None
+        sandbox = self._sandboxes.get(mode)
+        if sandbox is None:
+            assert self._private is not None
+            writable = (self._root, self._private / "tmp") if mode is PermissionMode.STANDARD else ()
+            try:
+                sandbox = Sandbox(SandboxPolicy(mode=mode, writable=writable))
+            except SandboxUnavailable as error:
+                raise WorkerError(ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
+            self._sandboxes[mode] = sandbox
+        return sandbox.preexec
+
+    async def _exec_command(self, args: ExecCommandArguments, mode: PermissionMode) -> ToolResult:
+        cwd, env, preexec = self._command_setup(args.cwd, args.env, mode)
+        outcome = await run_command(
+            list(args.argv),
+            cwd=cwd,
+            env=env,
+            preexec_fn=preexec,
+            timeout_ms=args.timeout_ms,
+            max_output_bytes=WORKER_MIN_RETAINED_OUTPUT_BYTES,
+        )
+        if outcome.start_error is not None:
+            return ToolResult(
+                output=f"the command could not start: {outcome.start_error}",
+                is_error=True,
+                metadata=outcome.metadata().to_wire(),
+            )
+        text = outcome.output.decode("utf-8", "replace")
+        if outcome.truncated:
+            text = f"[{outcome.total_bytes - len(outcome.output)} earlier bytes omitted]\n{text}"
+        return ToolResult(output=text, is_error=outcome.exit_code != 0, metadata=outcome.metadata().to_wire())
+
+    # --- processes -----------------------------------------------------------------------------
+
+    @property
+    def processes(self) -> ProcessRegistry:
+        assert self._processes is not None, "initialize comes first"
+        return self._processes
+
+    async def process_start(self, params: ProcessStartParams, context: RequestContext) -> ExecutionProcessV4:
+        cwd, env, preexec = self._command_setup(params.cwd, params.env, params.permission_mode)
+        return await self.processes.start(
+            params, argv=list(params.argv), cwd=cwd, env=env, preexec_fn=preexec
+        )
+
+    async def process_list(self, params: ProcessListParams, context: RequestContext) -> ProcessListResult:
+        return ProcessListResult(processes=self.processes.list())
+
+    async def process_get(self, params: ProcessGetParams, context: RequestContext) -> ExecutionProcessV4:
+        return self.processes.get(params.id)
+
+    async def process_read(self, params: ProcessReadParams, context: RequestContext) -> ProcessReadResult:
+        return await self.processes.read(params)
+
+    async def process_stop(self, params: ProcessStopParams, context: RequestContext) -> ExecutionProcessV4:
+        return await self.processes.stop(params.id, params.signal, params.grace_ms)
+
+    async def process_write(self, params: ProcessWriteParams, context: RequestContext) -> ExecutionProcessV4:
+        try:
+            data = base64.b64decode(params.data, validate=True)
+        except binascii.Error:
+            raise WorkerError(ErrorCode.INVALID_REQUEST, "data: not valid base64") from None
+        return await self.processes.write(params.id, data, params.close)
+
+    # --- exports -------------------------------------------------------------------------------
+
+    @property
+    def exports(self) -> Exports:
+        assert self._exports is not None, "initialize comes first"
+        return self._exports
+
+    async def export_open(self, params: ExportOpenParams, context: RequestContext) -> ExportOpenResult:
+        return await self.exports.open(self._path(params.path, PermissionMode.STANDARD, write=False))
+
+    async def export_read(self, params: ExportReadParams, context: RequestContext) -> ExportReadResult:
+        return self.exports.read(params)
+
+    async def export_close(self, params: ExportCloseParams, context: RequestContext) -> EmptyResult:
+        return self.exports.close(params.token)
+
+
+def _tool_arguments(model: type[WireModel], text: str) -> WireModel:
+    """A tool's encoded arguments, strictly validated; `invalid_request` naming the field otherwise."""
+    try:
+        if not isinstance(orjson.loads(text), dict):
+            raise WorkerError(ErrorCode.INVALID_REQUEST, "call.arguments: not a JSON object")
+        return model.model_validate_json(text, strict=True)
+    except orjson.JSONDecodeError as error:
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"call.arguments: not JSON: {error}") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"call.arguments.{where}: {first['msg']}") from None
+
+
+async def serve_stdio() -> None:
+    """Run the native worker on this process's stdin and stdout."""
+    from ..run import run_execution_backend_v4
+
+    await run_execution_backend_v4(NativeWorker().backend())
+
+
+def main() -> None:
+    """`wuu-worker` / `python -m wuu.worker`: the native worker on stdio."""
+    asyncio.run(serve_stdio())
