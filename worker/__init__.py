@@ -6,14 +6,18 @@ cancellation, callbacks and the end of the connection.
 """
 
 from .backend import ExecutionBackendV4, Handler, RequestContext
-from .errors import WorkerError
+from .delegate import AttachedTransport, delegate_execution_backend_v4
+from .errors import CleanupFailed, WorkerError
 from .run import run_execution_backend_v4, serve
 
 __all__ = [
+    "AttachedTransport",
+    "CleanupFailed",
     "ExecutionBackendV4",
     "Handler",
     "RequestContext",
     "WorkerError",
+    "delegate_execution_backend_v4",
     "run_execution_backend_v4",
     "serve",
 ]

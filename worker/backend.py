@@ -52,7 +52,12 @@ class RequestContext(Protocol):
 
 
 Handler = Callable[[Any, RequestContext], Awaitable[WireModel]]
-"""A method handler: (params model, context) -> result model."""
+"""A method handler: (params model, context) -> result model.
+
+A handler object may also have an `available() -> bool` method, asked once `initialize` has
+succeeded: a handler that is not available is neither advertised nor called (a delegating backend
+learns only from its peer which methods exist).
+"""
 
 
 @dataclass(frozen=True)

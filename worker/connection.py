@@ -227,7 +227,12 @@ class Connection:
             self._check_token(token)
             spec = WORKER_METHODS.get(method)
             handler = self._backend.methods.get(method)
-            if spec is None or handler is None or spec.direction != "host_to_worker":
+            if (
+                spec is None
+                or handler is None
+                or spec.direction != "host_to_worker"
+                or not _available(handler)
+            ):
                 raise WorkerError(ErrorCode.UNSUPPORTED_METHOD, method)
             self._start(frame_id, method, handler, parse_params(spec, data))
 
@@ -267,7 +272,13 @@ class Connection:
         result = InitializeResult(
             version=WORKER_PROTOCOL_VERSION,
             capabilities=sorted(self.granted),
-            methods=sorted({"initialize", "cancel", *self._backend.methods}),
+            methods=sorted(
+                {
+                    "initialize",
+                    "cancel",
+                    *(name for name, handler in self._backend.methods.items() if _available(handler)),
+                }
+            ),
             worker=self._backend.info,
         )
         self.binding = params
@@ -415,6 +426,12 @@ class Connection:
             except OutputClosed as error:
                 log.warning("output failed: %s", error)
                 self._output_closed.set()
+
+
+def _available(handler: Any) -> bool:
+    """Whether a handler serves its method on this connection (see backend.Handler)."""
+    available = getattr(handler, "available", None)
+    return available is None or bool(available())
 
 
 def _binding_key(params: InitializeParams) -> dict[str, Any]:

@@ -20,3 +20,7 @@ class WorkerError(Exception):
     def wire(self) -> str:
         """The error string as it travels in a reply frame."""
         return str(self)
+
+
+class CleanupFailed(Exception):
+    """A provider's cleanup did not complete; resources may remain (reported, never swallowed)."""

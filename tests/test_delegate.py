@@ -1,0 +1,180 @@
+"""delegate_execution_backend_v4: the rules of seed 000's delegation, on real processes.
+
+(The delegating adapter around the native worker also runs the whole native-worker suite:
+see WORKER_COMMANDS in test_native_worker.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wuu.generated.models import ToolInvokeParams, ToolResult
+from wuu.host import WorkerClient
+from wuu.worker import delegate_execution_backend_v4
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DELEGATING = [sys.executable, str(FIXTURES / "delegating_worker.py")]
+SDK_WORKER = [sys.executable, str(FIXTURES / "sdk_worker.py")]
+DEADLINE = 20.0
+
+
+def execute(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "tool": tool,
+        "call": {"id": "call-1", "arguments": json.dumps(arguments)},
+        "actor": {"kind": "agent", "id": "agent-1"},
+        "permission_mode": "unconfined",
+    }
+
+
+async def start(tmp_path: Path, env: Mapping[str, str] = {}, **kwargs: Any) -> WorkerClient:
+    client = await WorkerClient.spawn(DELEGATING, env={**os.environ, **env}, **kwargs)
+    reply = await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "t1"})
+    assert "data" in reply, reply
+    return client
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+async def until(predicate: Any, what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + DEADLINE
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def delegated(tmp_path: Path) -> AsyncIterator[WorkerClient]:
+    client = await start(tmp_path, {"WUU_AUDIT_LOG": str(tmp_path / "audit.log")})
+    yield client
+    await client.close(budget=DEADLINE)
+
+
+def test_argument_rules_are_checked_up_front() -> None:
+    with pytest.raises(ValueError, match="exactly one of command and transport"):
+        delegate_execution_backend_v4()
+    with pytest.raises(ValueError, match="shutdown_grace_ms"):
+        delegate_execution_backend_v4(command=["x"], shutdown_grace_ms=0)
+    with pytest.raises(ValueError, match="shutdown_grace_ms"):
+        delegate_execution_backend_v4(command=["x"], shutdown_grace_ms=2_147_483_648)
+
+
+async def test_the_override_runs_and_the_rest_is_delegated(delegated: WorkerClient, tmp_path: Path) -> None:
+    reply = await delegated.request("execute", execute("write_file", path="a.txt", content="hi"))
+    assert reply["data"]["is_error"] is False
+    assert (tmp_path / "ws" / "a.txt").read_text() == "hi"
+    assert (tmp_path / "audit.log").read_text() == "write_file unconfined\n"
+    assert (await delegated.request("process/list", {}))["data"] == {"processes": []}
+
+
+async def test_only_the_peers_methods_are_advertised(tmp_path: Path) -> None:
+    client = await WorkerClient.spawn(DELEGATING)
+    try:
+        reply = await client.request("initialize", {"version": 4, "root": str(tmp_path), "session": "t1"})
+        assert "run_code" not in reply["data"]["methods"]
+        assert "process/read" in reply["data"]["methods"]
+        assert (await client.request("run_code", {}))["error"].startswith("unsupported_method")
+    finally:
+        await client.close()
+
+
+async def test_the_peer_gets_the_same_binding_and_its_errors_keep_their_codes(
+    delegated: WorkerClient, tmp_path: Path
+) -> None:
+    reply = await delegated.request(
+        "initialize", {"version": 4, "root": str(tmp_path / "other"), "session": "t1"}
+    )
+    assert reply["error"].startswith("binding_immutable")
+    reply = await delegated.request(
+        "execute", {**execute("read_file", path="../x"), "permission_mode": "standard"}
+    )
+    assert reply["error"].startswith("path_outside_root: ")
+
+
+async def test_a_cancelled_call_reaches_the_peer_and_ends_its_command(delegated: WorkerClient) -> None:
+    waiter = delegated.expect_reply("long")
+    data = execute("exec_command", argv=["sh", "-c", "echo $$ > pid; exec sleep 1000"])
+    await delegated.send_frame({"id": "long", "method": "execute", "token": delegated.token, "data": data})
+    assert delegated.process is not None
+    (peer,) = children(delegated.process.pid)
+    await until(lambda: bool(children(peer)), "the peer's command")
+    assert (await delegated.request("cancel", {"id": "long"}))["data"] == {"cancelled": True}
+    assert (await asyncio.wait_for(waiter, DEADLINE))["error"] == "cancelled"
+    await until(lambda: not children(peer), "the command to end")
+
+
+async def test_a_lost_peer_is_never_retried(delegated: WorkerClient) -> None:
+    assert delegated.process is not None
+    (peer,) = children(delegated.process.pid)
+    pending = asyncio.create_task(
+        delegated.request("execute", execute("exec_command", argv=["sleep", "1000"]))
+    )
+    await until(lambda: bool(children(peer)), "the peer's command")
+    os.kill(peer, 9)
+    reply = await asyncio.wait_for(pending, DEADLINE)
+    assert reply["error"].startswith("internal: the delegate peer was lost")
+    reply = await delegated.request("process/list", {})
+    assert reply["error"].startswith("internal: the delegate peer has failed")
+    assert children(delegated.process.pid) == []
+
+
+async def test_a_given_env_replaces_the_inherited_environment(tmp_path: Path) -> None:
+    client = await start(
+        tmp_path, {"WUU_TEST_PEER_ENV": json.dumps({"PATH": os.environ["PATH"], "ONLY": "this"})}
+    )
+    try:
+        assert client.process is not None
+        (peer,) = children(client.process.pid)
+        environ = Path(f"/proc/{peer}/environ").read_bytes().split(b"\0")
+        assert b"ONLY=this" in environ
+        assert not [entry for entry in environ if entry.startswith(b"WUU_TEST_PEER_ENV=")]
+    finally:
+        await client.close()
+
+
+async def test_without_env_the_peer_inherits_the_adapters_environment(tmp_path: Path) -> None:
+    client = await start(tmp_path, {"WUU_INHERITED_MARKER": "yes"})
+    try:
+        assert client.process is not None
+        (peer,) = children(client.process.pid)
+        assert b"WUU_INHERITED_MARKER=yes" in Path(f"/proc/{peer}/environ").read_bytes().split(b"\0")
+    finally:
+        await client.close()
+
+
+async def test_a_peer_over_its_exit_budget_is_terminated_and_reported(tmp_path: Path) -> None:
+    env = {"WUU_TEST_PEER": json.dumps(SDK_WORKER), "WUU_TEST_CLOSE_HANGS": "1", "WUU_TEST_GRACE_MS": "300"}
+    client = await start(tmp_path, env)
+    assert client.process is not None
+    (peer,) = children(client.process.pid)
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.returncode == 1
+    assert b"the delegate peer was killed after its exit budget" in outcome.stderr
+    assert not Path(f"/proc/{peer}").exists() or "Z" in Path(f"/proc/{peer}/stat").read_text().split()[2]
+
+
+async def test_peer_callbacks_go_through_the_outer_request(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def invoker(params: ToolInvokeParams, parent: str) -> ToolResult:
+        seen.append(parent)
+        return ToolResult(output="from the outer host", is_error=False)
+
+    client = await start(tmp_path, {"WUU_TEST_PEER": json.dumps(SDK_WORKER)}, tool_invoker=invoker)
+    try:
+        data = execute("callback", name="read_file")
+        reply = await client.request("execute", data, request_id="outer-7")
+        assert reply["data"]["output"] == "host said: from the outer host"
+        assert seen == ["outer-7"]
+    finally:
+        await client.close()
