@@ -4,22 +4,28 @@
 
 from .models import (
     CapabilityEntry,
+    ConformanceRequirement,
+    ConformanceRequirements,
     ConstantUnit,
     MethodCatalog,
     MethodDirection,
     MethodEntry,
     MethodKind,
     ProtocolConstant,
+    RequirementTier,
     ToolEntry,
 )
 
 __all__ = [
     "CapabilityEntry",
+    "ConformanceRequirement",
+    "ConformanceRequirements",
     "ConstantUnit",
     "MethodCatalog",
     "MethodDirection",
     "MethodEntry",
     "MethodKind",
     "ProtocolConstant",
+    "RequirementTier",
     "ToolEntry",
 ]

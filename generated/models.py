@@ -1966,6 +1966,21 @@ class RequestFrame(WireModel):
     """
 
 
+class RequirementTier(StrEnum):
+    """
+    Whether every adapter must meet a requirement.
+    """
+
+    MANDATORY = "mandatory"
+    """
+    Every adapter must meet it; a mandatory requirement without a case is a failure of the suite itself.
+    """
+    CAPABILITY = "capability"
+    """
+    It applies only when the adapter advertises the capability or the optional method named in `applies_to`; otherwise its cases are skipped.
+    """
+
+
 class ResultView(StrEnum):
     """
     Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`.
@@ -3197,6 +3212,54 @@ class CommandExecutionProfile(WireModel):
     ] = 60000
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 60000 (command adapter: the SDK's 35-second cancellation drain, its 10-second delegated cleanup and transport overhead).
+    """
+
+
+class ConformanceRequirement(WireModel):
+    """
+    One requirement.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\.[a-z0-9]+(-[a-z0-9]+)*$")]
+    """
+    The stable id, `area.behaviour` (for example `init.token-pinned`); the area groups the report.
+    """
+    tier: RequirementTier
+    """
+    Mandatory, or capability.
+    """
+    applies_to: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    For the capability tier: the capability (`process.start.v1`) or optional method (`method:process/write`) it depends on.
+    """
+    spec: Annotated[str, Field(pattern="^[a-z]+/[a-z_]+\\.schema\\.json#(/[^/]+)*$")]
+    """
+    Where the rule is written: a spec schema file and a JSON pointer to the description that states it (`worker/process.schema.json#/$defs/ProcessReadParams`); `#` alone points at the file's own description.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What a conforming adapter does, in one present-tense line.
+    """
+
+
+class ConformanceRequirements(WireModel):
+    """
+    The registry file.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["ConformanceRequirements"], Field(alias="schema")]
+    """
+    The def this file follows.
+    """
+    requirements: Annotated[list[ConformanceRequirement], Field(min_length=1)]
+    """
+    Every requirement, grouped by area.
     """
 
 

@@ -3,7 +3,8 @@
 Usage: python tools/generate.py [--check]
 
 Writes, from scratch every time:
-- schema/bundle.json, schema/methods/*.json, schema/data/*.json: the spec, bundled, as package data;
+- schema/bundle.json, schema/methods/*.json, schema/data/*.json, schema/source/*/*.schema.json: the spec,
+  bundled and as written, as package data;
 - models.py: pydantic v2 models of every def (datamodel-code-generator), on the base class in wire.py;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
 - catalog.py: the method catalogs and protocol constants as typed tables;
@@ -360,6 +361,9 @@ def generate(out: Path) -> None:
     for folder in ("methods", "data"):
         for path in sorted((SPEC / folder).glob("*.json")):
             write(out / "schema" / folder / path.name, path.read_text("utf-8"))
+    # The schema files as written, so that tools can quote the spec text a JSON pointer names.
+    for path in sorted((SPEC / "schema").glob("*/*.schema.json")):
+        write(out / "schema" / "source" / path.parent.name / path.name, path.read_text("utf-8"))
     for template in ("validators.py", "protojson.py"):
         write(
             out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8")

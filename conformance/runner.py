@@ -1,0 +1,122 @@
+"""Running cases against an adapter command, each with a fresh process and workspace, some in parallel."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from .registry import Case
+from .session import CaseFailed, CaseSkipped, Session
+
+
+class Status(Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """How one case went."""
+
+    case: Case
+    status: Status
+    message: str
+    duration: float
+    transcript: str
+    known_failing: bool = False
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """A failure that is not expected, or an expected failure that passed (a stale entry)."""
+        if self.known_failing:
+            return self.status is Status.PASSED
+        return self.status is Status.FAILED
+
+
+def select(cases: Iterable[Case], only: Sequence[str], skip: Sequence[str]) -> list[Case]:
+    """The cases whose id or a requirement id matches an `only` glob (all when none), minus `skip` matches."""
+
+    def matches(case: Case, globs: Sequence[str]) -> bool:
+        names = (case.id, *case.requirements)
+        return any(fnmatch.fnmatchcase(name, glob) for glob in globs for name in names)
+
+    return [case for case in cases if (not only or matches(case, only)) and not matches(case, skip)]
+
+
+def known_failing(lines: Iterable[str]) -> list[str]:
+    """The globs of a known-failing file: one per line, `#` comments and blank lines ignored."""
+    globs = []
+    for line in lines:
+        text = line.split("#", 1)[0].strip()
+        if text:
+            globs.append(text)
+    return globs
+
+
+async def run_case(case: Case, command: Sequence[str], timeout: float) -> CaseResult:
+    """Run one case on a fresh adapter and a fresh workspace."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="wuu-conformance-") as work:
+        session = Session(command, Path(work), timeout)
+        status, message = Status.PASSED, ""
+        try:
+            await session.start()
+            await asyncio.wait_for(case.run(session), timeout * 4)
+        except CaseFailed as failure:
+            status, message = Status.FAILED, str(failure)
+        except CaseSkipped as skipped:
+            status, message = Status.SKIPPED, str(skipped)
+        except TimeoutError:
+            status, message = Status.FAILED, f"the case did not finish within {timeout * 4:g} s"
+        except Exception as error:  # noqa: BLE001 - a broken adapter can surface as any error; report it
+            status = Status.FAILED
+            message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
+        finally:
+            transcript = session.transcript()
+            await session.close()
+    return CaseResult(case, status, message, time.monotonic() - started, transcript)
+
+
+async def run_all(
+    cases: Sequence[Case], command: Sequence[str], *, jobs: int, timeout: float
+) -> list[CaseResult]:
+    """Run `cases` with at most `jobs` at once; results in the order of `cases`."""
+    gate = asyncio.Semaphore(jobs)
+
+    async def one(case: Case) -> CaseResult:
+        async with gate:
+            return await run_case(case, command, timeout)
+
+    return list(await asyncio.gather(*(one(case) for case in cases)))
+
+
+def mark_known_failing(
+    results: Sequence[CaseResult], globs: Sequence[str]
+) -> tuple[list[CaseResult], list[str]]:
+    """Mark the results a known-failing glob names; also return the globs that name no failing case."""
+    marked = []
+    used: set[str] = set()
+    for result in results:
+        names = (result.case.id, *result.case.requirements)
+        hits = [glob for glob in globs if any(fnmatch.fnmatchcase(name, glob) for name in names)]
+        if hits:
+            if result.status is Status.FAILED:
+                used.update(hits)
+            result = CaseResult(
+                result.case,
+                result.status,
+                result.message,
+                result.duration,
+                result.transcript,
+                known_failing=True,
+            )
+        marked.append(result)
+    return marked, [glob for glob in globs if glob not in used]

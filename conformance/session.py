@@ -1,0 +1,239 @@
+"""A case's view of one adapter: a fresh process, a fresh workspace root, and checked replies.
+
+Every reply a case receives is validated against the spec: its frame shape, its result schema
+for the method, and its error code. Any deviation fails the case, whatever the case checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from wuu.generated import validators
+from wuu.generated.catalog import WORKER_METHODS
+from wuu.generated.models import ErrorCode, ProcessEvent
+from wuu.host.client import ConnectionLost, WorkerClient
+
+SESSION_ID = "conformance-thread"
+ERROR_CODES = frozenset(code.value for code in ErrorCode)
+
+
+class CaseFailed(Exception):
+    """The adapter broke the rule the case checks (or another rule on the way)."""
+
+
+class CaseSkipped(Exception):
+    """The case does not apply: the adapter does not advertise what it needs."""
+
+
+def code_of(reply: Mapping[str, Any]) -> str | None:
+    """The error code of a reply frame, or None for a success."""
+    error = reply.get("error")
+    return str(error).split(":", 1)[0] if isinstance(error, str) else None
+
+
+class Session:
+    """One adapter process for one case."""
+
+    def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
+        self.command = list(command)
+        self.workdir = workdir
+        self.root = workdir / "root"
+        self.timeout = timeout
+        self.methods: frozenset[str] = frozenset()
+        self.capabilities: frozenset[str] = frozenset()
+        self._client: WorkerClient | None = None
+        self._mode: str | None = None
+
+    @property
+    def client(self) -> WorkerClient:
+        if self._client is None:
+            raise RuntimeError("the session has not started")
+        return self._client
+
+    async def start(self, env: Mapping[str, str] | None = None) -> None:
+        """Spawn the adapter (with this process's environment plus `env`)."""
+        self._client = await WorkerClient.spawn(self.command, env={**os.environ, **(env or {})})
+
+    # --- checks ----------------------------------------------------------------------------------
+
+    def expect(self, condition: object, message: str) -> None:
+        """Fail the case with `message` unless `condition` holds."""
+        if not condition:
+            raise CaseFailed(message)
+
+    def skip(self, reason: str) -> None:
+        raise CaseSkipped(reason)
+
+    def require_method(self, method: str) -> None:
+        """Skip unless the adapter advertised `method` at initialize."""
+        if method not in self.methods:
+            raise CaseSkipped(f"the adapter does not advertise {method}")
+
+    def require_capability(self, capability: str) -> None:
+        if capability not in self.capabilities:
+            raise CaseSkipped(f"the adapter does not grant {capability}")
+
+    # --- requests --------------------------------------------------------------------------------
+
+    def binding(self, **overrides: Any) -> dict[str, Any]:
+        return {"version": 4, "root": str(self.root), "session": SESSION_ID, **overrides}
+
+    async def initialize(self, **overrides: Any) -> dict[str, Any]:
+        """`initialize` with a fresh binding (plus overrides); fail the case unless it succeeds."""
+        data = await self.ok("initialize", self.binding(**overrides))
+        self.methods = frozenset(data["methods"])
+        self.capabilities = frozenset(data["capabilities"])
+        return data
+
+    async def request(
+        self,
+        method: str,
+        data: Mapping[str, Any],
+        *,
+        token: str | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return its checked reply frame."""
+        try:
+            reply = await asyncio.wait_for(
+                self.client.request(method, data, token=token, request_id=request_id), self.timeout
+            )
+        except TimeoutError:
+            raise CaseFailed(f"no reply to {method} within {self.timeout:g} s") from None
+        except ConnectionLost as error:
+            raise CaseFailed(f"the connection ended during {method}: {error}") from None
+        self.check_reply(method, reply)
+        return reply
+
+    async def wait_reply(self, method: str, waiter: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+        """The checked reply of a request sent by hand (`client.expect_reply` + `client.send_frame`)."""
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(waiter), self.timeout)
+        except TimeoutError:
+            raise CaseFailed(f"no reply to {method} within {self.timeout:g} s") from None
+        except ConnectionLost as error:
+            raise CaseFailed(f"the connection ended during {method}: {error}") from None
+        self.check_reply(method, reply)
+        return reply
+
+    def check_reply(self, method: str, reply: Mapping[str, Any]) -> None:
+        """Fail unless the reply follows the spec: a ReplyFrame, a result of the method's schema, a known code."""
+        problems = validators.errors("ReplyFrame", dict(reply))
+        if problems:
+            raise CaseFailed(f"the reply to {method} is not a ReplyFrame: {_describe(problems[0])}")
+        if "error" in reply:
+            code = code_of(reply)
+            self.expect(
+                code in ERROR_CODES, f"the reply to {method} has an error code the spec does not know: {code}"
+            )
+            return
+        spec = WORKER_METHODS.get(method)
+        if spec is not None and spec.result is not None:
+            problems = validators.errors(spec.result.__name__, reply["data"])
+            if problems:
+                raise CaseFailed(
+                    f"the result of {method} does not follow {spec.result.__name__}: {_describe(problems[0])}"
+                )
+
+    async def ok(self, method: str, data: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """The result data of a request that must succeed."""
+        reply = await self.request(method, data, **kwargs)
+        self.expect("data" in reply, f"{method} failed: {reply.get('error')}")
+        result: dict[str, Any] = reply["data"]
+        return result
+
+    async def error(self, method: str, data: Mapping[str, Any], code: str, **kwargs: Any) -> str:
+        """The error string of a request that must fail with `code`."""
+        reply = await self.request(method, data, **kwargs)
+        actual = code_of(reply)
+        self.expect(
+            actual == code, f"{method} must fail with {code}; it answered {reply.get('error') or 'success'}"
+        )
+        return str(reply["error"])
+
+    @staticmethod
+    def tool(tool: str, arguments: Mapping[str, Any] | str, mode: str = "standard") -> dict[str, Any]:
+        """The data of an `execute` request (arguments given as an object are encoded)."""
+        encoded = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return {
+            "tool": tool,
+            "call": {"id": "conformance-call", "arguments": encoded},
+            "actor": {"kind": "agent", "id": "conformance"},
+            "permission_mode": mode,
+        }
+
+    async def execute(self, tool: str, mode: str = "standard", **arguments: Any) -> dict[str, Any]:
+        """The reply frame of one `execute`."""
+        return await self.request("execute", self.tool(tool, arguments, mode))
+
+    async def command_mode(self) -> str:
+        """A permission mode in which this adapter runs commands: `standard` if it sandboxes, else `unconfined`.
+
+        An adapter that cannot sandbox answers confined commands `sandbox_unavailable` (spec), so
+        cases that need a process use `unconfined` there. Skips when the adapter runs no commands.
+        """
+        if self._mode is None:
+            reply = await self.execute("exec_command", argv=["true"])
+            if code_of(reply) == "sandbox_unavailable":
+                self._mode = "unconfined"
+            elif code_of(reply) == "unsupported_tool":
+                raise CaseSkipped("the adapter does not provide exec_command")
+            else:
+                self.expect("data" in reply, f"exec_command of `true` failed: {reply.get('error')}")
+                self._mode = "standard"
+        return self._mode
+
+    # --- the connection's end ----------------------------------------------------------------------
+
+    async def send_bytes(self, data: bytes) -> None:
+        try:
+            await self.client.send_bytes(data)
+        except ConnectionLost as error:
+            raise CaseFailed(f"the adapter stopped reading: {error}") from None
+
+    async def expect_exit(self, what: str) -> int:
+        """Wait for the adapter process to exit; fail if it does not within the timeout."""
+        process = self.client.process
+        assert process is not None
+        try:
+            return await asyncio.wait_for(process.wait(), self.timeout)
+        except TimeoutError:
+            raise CaseFailed(f"the adapter did not exit within {self.timeout:g} s after {what}") from None
+
+    def received(self) -> list[bytes]:
+        """Every frame received so far, in order."""
+        return [data for direction, data in self.client.transcript.entries if direction == "<"]
+
+    def events(self) -> list[ProcessEvent]:
+        """The process events received and not yet taken."""
+        return self.client.pending_events()
+
+    async def until(self, predicate: Any, what: str, interval: float = 0.02) -> None:
+        """Poll `predicate` (sync or async) until it holds; fail after the timeout."""
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while True:
+            value = predicate()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise CaseFailed(f"timed out waiting for {what}")
+            await asyncio.sleep(interval)
+
+    def transcript(self) -> str:
+        return self.client.transcript.render() if self._client is not None else ""
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close(budget=self.timeout)
+
+
+def _describe(error: Any) -> str:
+    where = ".".join(str(part) for part in error.absolute_path) or "(the object)"
+    return f"{where}: {error.message}"
