@@ -58,7 +58,7 @@ def terminal(results: Sequence[CaseResult], stale: Sequence[str], command: Seque
             out.append(f"  {label:5} {result.case.id:<60} {result.duration:6.2f} s")
             if result.status is Status.SKIPPED:
                 out.append(f"        {result.message}")
-            if result.status is Status.FAILED and not result.known_failing or label == "XPASS":
+            if (result.status is Status.FAILED and not result.known_failing) or label == "XPASS":
                 detail = result.message if label != "XPASS" else "listed as known-failing, but it passed"
                 out.extend("        " + line for line in detail.splitlines())
                 out.extend("        " + line for line in _requirement_lines(result))
