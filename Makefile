@@ -54,12 +54,13 @@ test: check-generated lint
 
 ## conformance: the conformance suite against the built-in reference worker
 conformance: $(READY)
-	@echo "The conformance suite is not built yet (issue: 'Conformance suite and runner')."
-	@echo "It will run every case of conformance/ against the native worker and print the report."
+	@mkdir -p build
+	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-native.json -- $(PY) -m wuu.worker
+	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-node.json -- node conformance/examples/node/worker.mjs
 
-## bench: speed figures beside a raw baseline measured in the same run
+## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: $(READY)
-	@echo "The benchmarks are not built yet (issue: 'Worker SDK, the native reference worker')."
+	$(PY) tools/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

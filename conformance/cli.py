@@ -64,9 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.known_failing:
         with open(args.known_failing, encoding="utf-8") as handle:
             globs = known_failing(handle)
-    cases = select(all_cases().values(), args.only, args.skip)
+    suite = all_cases().values()
+    cases = select(suite, args.only, args.skip)
     results = asyncio.run(run_all(cases, command, jobs=max(1, args.jobs), timeout=args.timeout))
-    results, stale = mark_known_failing(results, globs)
+    results, stale = mark_known_failing(results, globs, suite)
     print(report.terminal(results, stale, command))
     report.write(args.json, report.as_json(results, stale, command))
     report.write(args.junit, report.as_junit(results, stale))

@@ -66,7 +66,7 @@ def terminal(results: Sequence[CaseResult], stale: Sequence[str], command: Seque
                 out.extend("          " + line for line in (result.transcript or "(none)").splitlines())
         out.append("")
     for glob in stale:
-        out.append(f"stale known-failing entry {glob!r}: no failing case matches it")
+        out.append(f"stale known-failing entry {glob!r}: it names no case of the suite")
     expected = sum(r.known_failing and r.status is Status.FAILED for r in results)
     if expected:
         out.append(f"{expected} known-failing case(s) failed as expected")
@@ -130,7 +130,7 @@ def as_junit(results: Sequence[CaseResult], stale: Sequence[str]) -> str:
     for glob in stale:
         suite = ElementTree.SubElement(suites, "testsuite", name="known-failing", tests="1", failures="1")
         element = ElementTree.SubElement(suite, "testcase", classname="wuu.conformance", name=f"stale {glob}")
-        ElementTree.SubElement(element, "failure", message=f"no failing case matches {glob}")
+        ElementTree.SubElement(element, "failure", message=f"{glob} names no case of the suite")
     return ElementTree.tostring(suites, encoding="unicode") + "\n"
 
 

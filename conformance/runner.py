@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
 import tempfile
 import time
@@ -99,24 +100,21 @@ async def run_all(
 
 
 def mark_known_failing(
-    results: Sequence[CaseResult], globs: Sequence[str]
+    results: Sequence[CaseResult], globs: Sequence[str], suite: Iterable[Case]
 ) -> tuple[list[CaseResult], list[str]]:
-    """Mark the results a known-failing glob names; also return the globs that name no failing case."""
-    marked = []
-    used: set[str] = set()
-    for result in results:
-        names = (result.case.id, *result.case.requirements)
-        hits = [glob for glob in globs if any(fnmatch.fnmatchcase(name, glob) for name in names)]
-        if hits:
-            if result.status is Status.FAILED:
-                used.update(hits)
-            result = CaseResult(
-                result.case,
-                result.status,
-                result.message,
-                result.duration,
-                result.transcript,
-                known_failing=True,
-            )
-        marked.append(result)
-    return marked, [glob for glob in globs if glob not in used]
+    """Mark the results a known-failing glob names, and return the globs that name no case of the suite.
+
+    A marked case must fail: one that passes counts as a failure of the run (its entry is stale).
+    """
+
+    def named(case: Case, glob: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, glob) for name in (case.id, *case.requirements))
+
+    marked = [
+        dataclasses.replace(result, known_failing=True)
+        if any(named(result.case, g) for g in globs)
+        else result
+        for result in results
+    ]
+    cases = list(suite)
+    return marked, [glob for glob in globs if not any(named(case, glob) for case in cases)]

@@ -1,0 +1,149 @@
+"""The conformance suite itself: its registry, its runner rules and reports, and its verdict on real adapters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from wuu.conformance import cli
+from wuu.conformance.registry import all_cases, requirements, spec_text
+from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
+from wuu.generated.models import RequirementTier
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE = [sys.executable, "-m", "wuu.worker"]
+DELEGATED = [sys.executable, str(ROOT / "tests" / "fixtures" / "delegating_worker.py")]
+NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
+
+
+# --- the registry -------------------------------------------------------------------------------------
+
+
+def test_every_requirement_points_at_spec_text() -> None:
+    for requirement in requirements().values():
+        assert len(spec_text(requirement.spec)) > 20, requirement.id
+
+
+def test_capability_requirements_name_what_they_depend_on() -> None:
+    for requirement in requirements().values():
+        assert (requirement.tier is RequirementTier.CAPABILITY) == (requirement.applies_to is not None), (
+            requirement.id
+        )
+
+
+def test_every_mandatory_requirement_has_a_case() -> None:
+    covered = {requirement for case in all_cases().values() for requirement in case.requirements}
+    missing = [
+        r.id for r in requirements().values() if r.tier is RequirementTier.MANDATORY and r.id not in covered
+    ]
+    assert missing == []
+
+
+def test_every_case_names_known_requirements() -> None:
+    for case in all_cases().values():
+        assert case.requirements, f"{case.id} names no requirement"
+        unknown = set(case.requirements) - set(requirements())
+        assert not unknown, f"{case.id} names unknown requirements {unknown}"
+        assert case.doc, f"{case.id} has no docstring saying what it checks"
+
+
+# --- runner rules ---------------------------------------------------------------------------------------
+
+
+def test_known_failing_file_syntax() -> None:
+    assert known_failing(["# comment", "", "init.*  # why", " framing.duplicate-id "]) == [
+        "init.*",
+        "framing.duplicate-id",
+    ]
+
+
+async def test_a_known_failing_case_must_fail_and_an_entry_naming_no_case_is_stale() -> None:
+    cases = select(all_cases().values(), ["init.token-pinned", "init.reply-shape"], [])
+    # `false` is no worker: every case fails.
+    results = await run_all(cases, ["false"], jobs=2, timeout=5)
+    assert {r.status for r in results} == {Status.FAILED}
+    marked, stale = mark_known_failing(results, ["init.token-pinned", "nosuch.*"], all_cases().values())
+    assert stale == ["nosuch.*"]
+    by_id = {r.case.id: r for r in marked}
+    assert by_id["init.token-pinned"].known_failing and not by_id["init.token-pinned"].counts_as_failure
+    assert by_id["init.reply-shape"].counts_as_failure
+
+
+async def test_a_known_failing_case_that_passes_fails_the_run() -> None:
+    cases = select(all_cases().values(), ["init.reply-shape"], [])
+    results = await run_all(cases, NATIVE, jobs=1, timeout=10)
+    marked, stale = mark_known_failing(results, ["init.reply-shape"], all_cases().values())
+    assert marked[0].status is Status.PASSED and marked[0].counts_as_failure and stale == []
+
+
+def test_cli_reports_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    known = tmp_path / "known-failing.txt"
+    known.write_text("init.token-pinned  # the adapter below is no worker\n")
+    code = cli.main(
+        [
+            "run",
+            "--only",
+            "init.token-pinned",
+            "--only",
+            "init.reply-shape",
+            "--known-failing",
+            str(known),
+            "--json",
+            str(tmp_path / "r.json"),
+            "--junit",
+            str(tmp_path / "r.xml"),
+            "--timeout",
+            "5",
+            "--",
+            "false",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.rstrip().splitlines()[-1] == "1 passed, 1 failed"
+    assert "XFAIL init.token-pinned" in out and "FAIL  init.reply-shape" in out
+    assert "requirement init.reply (mandatory)" in out and "frames (> sent, < received):" in out
+    document = json.loads((tmp_path / "r.json").read_text())
+    assert document["summary"] == {"passed": 1, "failed": 1, "skipped": 0}
+    suites = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert [suite.get("failures") for suite in suites] == ["1"]
+
+
+def test_cli_without_a_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run"]) == 2
+    assert "give the adapter command after --" in capsys.readouterr().err
+
+
+def test_list_names_every_requirement(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(requirement in out for requirement in requirements())
+
+
+# --- the verdict on real adapters -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(NATIVE, id="native"),
+        pytest.param(DELEGATED, id="delegated"),
+        pytest.param(
+            NODE,
+            id="node",
+            marks=pytest.mark.skipif(
+                shutil.which("node") is None or not Path(NODE[1]).exists(),
+                reason="needs node and the Node adapter",
+            ),
+        ),
+    ],
+)
+async def test_the_adapter_passes_every_case(command: list[str]) -> None:
+    results = await run_all(list(all_cases().values()), command, jobs=2, timeout=20)
+    failures = [f"{r.case.id}: {r.message}" for r in results if r.counts_as_failure]
+    assert failures == []
