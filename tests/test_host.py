@@ -1,0 +1,235 @@
+"""Profiles and the `wuu-host adapter` bridge: configuration errors, defaults, and seed 000's lifecycle rules."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wuu.host import WorkerClient
+from wuu.host.client import ConnectionLost
+from wuu.host.profiles import ProfileError, parse
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_EXAMPLE = {
+    "execution_environments": {
+        "default": "isolated",
+        "profiles": {
+            "isolated": {
+                "backend": "docker",
+                "image": "wuu-execution:local",
+                "workspace": "/workspace",
+                "network": "none",
+                "cpus": 2,
+                "memory_mb": 2048,
+                "persistent": True,
+            }
+        },
+    }
+}
+SDK_WORKER = [sys.executable, str(ROOT / "tests" / "fixtures" / "sdk_worker.py")]
+NATIVE = [sys.executable, "-m", "wuu.worker"]
+DEADLINE = 20.0
+
+
+def config(tmp_path: Path, **profiles: dict[str, Any]) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"execution_environments": {"profiles": profiles}}))
+    return path
+
+
+def command_profile(argv: list[str], **extra: Any) -> dict[str, Any]:
+    return {"backend": "command", "command": argv, "workspace": "/workspace", **extra}
+
+
+async def adapter(path: Path, profile: str, env: dict[str, str] | None = None) -> WorkerClient:
+    argv = [sys.executable, "-m", "wuu.host", "adapter", "--config", str(path), "--profile", profile]
+    return await WorkerClient.spawn(argv, env={**os.environ, **(env or {})})
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "tool": name,
+        "call": {"id": "c1", "arguments": json.dumps(arguments)},
+        "actor": {"kind": "agent", "id": "a1"},
+        "permission_mode": "unconfined",
+    }
+
+
+# --- profiles -----------------------------------------------------------------------------------------
+
+
+def test_the_seeds_docker_example_loads_with_its_defaults() -> None:
+    profile = parse(SPEC_EXAMPLE).select()
+    assert (profile.name, profile.backend, profile.shutdown_timeout_ms, profile.lifetime_seconds) == (
+        "isolated",
+        "docker",
+        7000,
+        600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("settings", "timeout_ms", "lifetime"),
+    [
+        ({"backend": "command", "command": ["x"], "workspace": "/w"}, 60_000, None),
+        ({"backend": "modal", "image": "i", "workspace": "/w"}, 90_000, 600),
+        (
+            {
+                "backend": "ssh",
+                "host": "h",
+                "workspace": "/w",
+                "lifetime_seconds": 0,
+                "shutdown_timeout_ms": 0,
+            },
+            7000,
+            600,
+        ),
+        (
+            {
+                "backend": "ssh",
+                "host": "h",
+                "workspace": "/w",
+                "lifetime_seconds": 5,
+                "shutdown_timeout_ms": 1,
+            },
+            1,
+            5,
+        ),
+    ],
+)
+def test_defaults_come_from_the_spec(settings: dict[str, Any], timeout_ms: int, lifetime: int | None) -> None:
+    profile = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p")
+    assert (profile.shutdown_timeout_ms, profile.lifetime_seconds) == (timeout_ms, lifetime)
+
+
+def test_local_is_always_there_and_the_default() -> None:
+    profile = parse({}).select()
+    assert (profile.name, profile.backend, profile.shutdown_timeout_ms) == ("local", "local", 7000)
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ({"backend": "kubernetes"}, "profile 'p': backend: 'kubernetes' is not one of"),
+        ({"backend": "docker", "workspace": "/w"}, "profile 'p': image: 'image' is a required property"),
+        (
+            {"backend": "docker", "image": "i", "workspace": "/w", "shutdown_timeout_ms": 2_147_483_648},
+            "profile 'p': shutdown_timeout_ms: 2147483648 is greater than the maximum",
+        ),
+        (
+            {"backend": "docker", "image": "i", "workspace": "/w", "shutdown_timeout_ms": -1},
+            "shutdown_timeout_ms",
+        ),
+        (
+            {"backend": "docker", "image": "i", "workspace": "/w", "host_workspace": "rel"},
+            "profile 'p': host_workspace",
+        ),
+        ({"backend": "ssh", "host": "h", "workspace": "/w", "port": 0}, "profile 'p': port: 0 is less than"),
+        (
+            {"backend": "docker", "image": "i", "workspace": "/w", "gpus": 1},
+            "profile 'p': gpus: Additional properties",
+        ),
+    ],
+)
+def test_a_bad_profile_is_an_error_naming_profile_and_field(profile: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProfileError) as raised:
+        parse({"execution_environments": {"profiles": {"p": profile}}}, "cfg.json")
+    assert str(raised.value).startswith("cfg.json: ") and message in str(raised.value)
+
+
+def test_a_default_that_names_no_profile_is_an_error() -> None:
+    with pytest.raises(ProfileError, match=r"execution_environments\.default: no profile is named 'nope'"):
+        parse({"execution_environments": {"default": "nope"}})
+
+
+def test_local_cannot_name_a_profile() -> None:
+    with pytest.raises(ProfileError, match="profile 'local': the name is reserved"):
+        parse({"execution_environments": {"profiles": {"local": {"backend": "local"}}}})
+
+
+def test_a_missing_forwarded_variable_is_named() -> None:
+    profile = parse(
+        {"execution_environments": {"profiles": {"p": command_profile(["x"], forward_env=["A", "B"])}}}
+    )
+    with pytest.raises(ProfileError, match="profile 'p': forward_env: B not set"):
+        profile.select("p").forwarded_environment({"A": "1"})
+    assert profile.select("p").forwarded_environment({"A": "1", "B": "2", "C": "3"}) == {"A": "1", "B": "2"}
+
+
+# --- the adapter bridge ---------------------------------------------------------------------------------
+
+
+async def test_startup_with_a_missing_forwarded_variable_is_rejected_before_any_execution(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "never"
+    path = config(tmp_path, p=command_profile(["sh", "-c", f"touch {marker}"], forward_env=["WUU_ABSENT"]))
+    client = await adapter(path, "p")
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.returncode == 2
+    assert b"forward_env: WUU_ABSENT not set" in outcome.stderr
+    assert not marker.exists()
+
+
+async def test_only_the_named_variables_travel_in_the_binding(tmp_path: Path) -> None:
+    path = config(tmp_path, p=command_profile(NATIVE, forward_env=["WUU_FORWARDED"]))
+    client = await adapter(path, "p", {"WUU_FORWARDED": "yes", "WUU_NOT_FORWARDED": "no"})
+    try:
+        await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
+        reply = await client.request("execute", tool("exec_command", argv=["env"]))
+        output = reply["data"]["output"]
+        assert "WUU_FORWARDED=yes" in output and "WUU_NOT_FORWARDED" not in output
+        again = await client.request(
+            "initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"}
+        )
+        assert "data" in again, "an equal re-initialize stays equal after forwarding"
+    finally:
+        await client.close()
+
+
+async def test_a_protocol_mismatch_stops_before_any_execution(tmp_path: Path) -> None:
+    path = config(tmp_path, p=command_profile(NATIVE))
+    client = await adapter(path, "p")
+    try:
+        reply = await client.request(
+            "initialize", {"version": 3, "root": str(tmp_path / "ws"), "session": "s"}
+        )
+        assert reply["error"].startswith("protocol_mismatch")
+        reply = await client.request("execute", tool("write_file", path="x", content="x"))
+        assert reply["error"].startswith("not_initialized")
+        assert not (tmp_path / "ws").exists()
+    finally:
+        await client.close()
+
+
+async def test_the_shutdown_budget_bounds_eof_to_exit_and_a_miss_is_reported(tmp_path: Path) -> None:
+    path = config(tmp_path, p=command_profile(SDK_WORKER, shutdown_timeout_ms=300))
+    client = await adapter(path, "p", {"WUU_TEST_CLOSE_HANGS": "1"})
+    await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
+    started = asyncio.get_running_loop().time()
+    outcome = await client.close(budget=DEADLINE)
+    assert asyncio.get_running_loop().time() - started < 5
+    assert outcome.returncode == 1
+    assert b"did not exit within its shutdown budget of 0.3 s" in outcome.stderr
+
+
+async def test_a_worker_killed_mid_request_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
+    path = config(tmp_path, p=command_profile(NATIVE))
+    client = await adapter(path, "p")
+    await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
+    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "1000"])))
+    assert client.process is not None
+    pid = client.process.pid
+    worker = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+    os.kill(worker, 9)
+    with pytest.raises(ConnectionLost, match="outcome of the call is unknown"):
+        await asyncio.wait_for(pending, DEADLINE)
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.returncode == 1
+    assert b"the worker exited with status -9" in outcome.stderr
