@@ -32,6 +32,7 @@ from wuu.generated.models import (
 from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
+from .binding import same_binding
 from .errors import WorkerError
 from .framing import FrameReader, FrameTooLarge, FrameWriter, MalformedFrame, OutputClosed, encode
 
@@ -248,7 +249,7 @@ class Connection:
         if self._state is _State.READY:
             self._check_token(token)
             assert self.binding is not None and self._init_reply is not None
-            if _binding_key(params) != _binding_key(self.binding):
+            if not same_binding(params, self.binding):
                 raise WorkerError(
                     ErrorCode.BINDING_IMMUTABLE, "initialize data differs from the pinned binding"
                 )
@@ -432,10 +433,3 @@ def _available(handler: Any) -> bool:
     """Whether a handler serves its method on this connection (see backend.Handler)."""
     available = getattr(handler, "available", None)
     return available is None or bool(available())
-
-
-def _binding_key(params: InitializeParams) -> dict[str, Any]:
-    """A binding's value for comparison: defaults applied, capabilities as a set."""
-    key = params.model_dump()
-    key["capabilities"] = sorted(params.capabilities or ())
-    return key

@@ -36,6 +36,7 @@ from wuu.generated.models import (
     InitializeParams,
     ListDirArguments,
     PermissionMode,
+    ProcessEvent,
     ProcessGetParams,
     ProcessListParams,
     ProcessListResult,
@@ -52,6 +53,7 @@ from wuu.generated.models import (
 from wuu.generated.wire import WireModel
 
 from ..backend import ExecutionBackendV4, RequestContext
+from ..binding import same_binding
 from ..errors import WorkerError
 from . import files
 from .environment import command_environment
@@ -77,9 +79,14 @@ class NativeWorker:
         self._processes: ProcessRegistry | None = None
         self._exports: Exports | None = None
         self._sandboxes: dict[PermissionMode, Sandbox] = {}
+        self._emit: Callable[[ProcessEvent], None] | None = None
 
-    def backend(self) -> ExecutionBackendV4:
-        """This worker as an SDK backend."""
+    def backend(self, *, persistent: bool = False) -> ExecutionBackendV4:
+        """This worker as an SDK backend for one connection.
+
+        A persistent worker outlives the connection: at its end the worker only detaches, keeping
+        its processes and their output for the next connection (see daemon.py).
+        """
         methods: dict[str, Callable[[Any, RequestContext], Any]] = {
             "execute": self.execute,
             "process/start": self.process_start,
@@ -95,7 +102,7 @@ class NativeWorker:
         return ExecutionBackendV4(
             initialize=self.initialize,
             methods=methods,
-            close=self.close,
+            close=self.detach if persistent else self.close,
             capabilities=CAPABILITIES,
             info=WorkerInfo(name="wuu-native-worker", version=VERSION),
         )
@@ -103,6 +110,12 @@ class NativeWorker:
     # --- lifetime ------------------------------------------------------------------------------
 
     async def initialize(self, params: InitializeParams, context: RequestContext) -> None:
+        if self._binding is not None:
+            # A later connection to a persistent worker: the same binding finds the same state.
+            if not same_binding(params, self._binding):
+                raise WorkerError(ErrorCode.BINDING_IMMUTABLE, "this worker is bound to another workspace")
+            self._emit = context.emit_process
+            return
         root = Path(params.root)
         if not root.exists():
             if params.require_existing_workspace:
@@ -115,8 +128,18 @@ class NativeWorker:
         self._private = Path(tempfile.mkdtemp(prefix="wuu-worker-"))
         (self._private / "tmp").mkdir()
         (self._private / "exports").mkdir()
-        self._processes = ProcessRegistry(params.session, context.emit_process)
+        self._emit = context.emit_process
+        self._processes = ProcessRegistry(params.session, self._publish)
         self._exports = Exports(self._private / "exports")
+
+    def _publish(self, event: ProcessEvent) -> None:
+        """Send a process event on the connection currently attached, if any."""
+        if self._emit is not None:
+            self._emit(event)
+
+    async def detach(self) -> None:
+        """The end of one connection of a persistent worker: its processes keep running."""
+        self._emit = None
 
     async def close(self) -> None:
         """Stop every owned process tree, drop snapshots and the private directory, honour the retention flag.
@@ -292,6 +315,28 @@ async def serve_stdio() -> None:
     await run_execution_backend_v4(NativeWorker().backend())
 
 
-def main() -> None:
-    """`wuu-worker` / `python -m wuu.worker`: the native worker on stdio."""
-    asyncio.run(serve_stdio())
+def main(argv: list[str] | None = None) -> None:
+    """`wuu-worker` / `python -m wuu.worker`: the native worker on stdio, or persistent (`serve`, `attach`)."""
+    import argparse
+    import sys
+
+    from . import daemon
+
+    parser = argparse.ArgumentParser(prog="wuu-worker", description="The native v4 worker.")
+    commands = parser.add_subparsers(dest="action")
+    for name, text in (
+        ("serve", "serve a persistent worker on a Unix socket until it has been idle for its lifetime"),
+        ("attach", "relay stdio to the persistent worker at the socket, starting it when none runs"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--socket", required=True, help="the Unix socket's path")
+        sub.add_argument(
+            "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
+        )
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.action == "serve":
+        asyncio.run(daemon.serve_socket(Path(args.socket), args.lifetime_seconds))
+    elif args.action == "attach":
+        sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
+    else:
+        asyncio.run(serve_stdio())

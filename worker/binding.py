@@ -1,0 +1,19 @@
+"""The binding rule: an initialize is equal to the pinned one when its data is, defaults applied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wuu.generated.models import InitializeParams
+
+
+def binding_key(params: InitializeParams) -> dict[str, Any]:
+    """A binding's value for comparison: defaults applied, capabilities as a set."""
+    key = params.model_dump()
+    key["capabilities"] = sorted(params.capabilities or ())
+    return key
+
+
+def same_binding(first: InitializeParams, second: InitializeParams) -> bool:
+    """Whether a repeated initialize carries an equal binding (else: binding_immutable)."""
+    return binding_key(first) == binding_key(second)
