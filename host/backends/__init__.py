@@ -19,6 +19,14 @@ def environment_for(profile: Profile) -> Environment:
         from .command import CommandEnvironment
 
         return CommandEnvironment(profile)
+    if profile.backend == "docker":
+        from .docker import DockerEnvironment
+
+        return DockerEnvironment(profile)
+    if profile.backend == "ssh":
+        from .ssh import SshEnvironment
+
+        return SshEnvironment(profile)
     raise NotImplementedError(f"profile {profile.name!r}: the {profile.backend} backend is not available yet")
 
 
