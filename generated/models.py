@@ -1359,7 +1359,7 @@ class ProcessReadParams(WireModel):
         ),
     ] = 0
     """
-    The offset in the combined stream to read from. An offset below the retained start reads from the retained start (`Truncated: true`); an offset past `TotalBytes` reads nothing.
+    The offset in the combined stream to read from. An offset below the retained start reads from the retained start (`Truncated: true`); an offset at or past `TotalBytes` reads nothing, with `StartOffset` and `EndOffset` equal to `OffsetBytes`.
     """
     wait: Annotated[
         int,
@@ -1404,7 +1404,7 @@ class ProcessSignal(StrEnum):
 
 class ProcessStartParams(WireModel):
     """
-    Start a background process. The path, sandbox and environment rules of `execute` apply: `cwd` resolves inside the root in `standard` and `read_only`, and the process runs under the OS sandbox in those modes or gets `sandbox_unavailable`. The reply is the new process's record.
+    Start a background process. The path, sandbox and environment rules of `execute` apply: `cwd` resolves inside the root in `standard` and `read_only`, and the process runs under the OS sandbox in those modes or gets `sandbox_unavailable`. The reply is the new process's record. A program that cannot be started (not found, not executable) is not an error reply: its record has status `failed`.
     """
 
     model_config = ConfigDict(
