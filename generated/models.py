@@ -642,7 +642,7 @@ ErrorString = TypeAliasType(
     Annotated[str, Field(pattern="^[a-z][a-z0-9_]*(: .*)?$", title="ErrorString")],
 )
 """
-An error as carried on the wire: `code` or `code: human message`. The code is the text before the first `:` and matches `^[a-z][a-z0-9_]*$`.
+An error as carried on the wire: `code` or `code: human message`, on one line. The code is the text before the first `:` and matches `^[a-z][a-z0-9_]*$`.
 """
 
 
@@ -679,7 +679,7 @@ class ExecCommandArguments(WireModel):
 
 class ExecCommandMetadata(WireModel):
     """
-    Metadata of an `exec_command` result. `is_error` is true unless the command exited with status 0.
+    Metadata of an `exec_command` result. `is_error` is true unless the command exited with status 0. A program that cannot be started is reported as a shell would: exit code 127 when it is not found, 126 when it cannot be executed.
     """
 
     model_config = ConfigDict(
@@ -920,7 +920,7 @@ Capability = TypeAliasType("Capability", Annotated[str, Field(min_length=1)])
 
 class InitializeParams(WireModel):
     """
-    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object returns the same reply; any difference gets `binding_immutable`. A failed or cancelled `initialize` leaves the connection dead: every later request gets `initialization_failed`.
+    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment` or `capabilities` equals an empty one; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
     """
 
     model_config = ConfigDict(
@@ -1332,7 +1332,7 @@ class ProcessListParams(WireModel):
 
 class ProcessReadParams(WireModel):
     """
-    Read a process's combined stdout and stderr from a byte offset (Go casing). With no bytes past `OffsetBytes` while the process runs, the read waits up to `Wait` nanoseconds for new bytes. Once a new byte has arrived, it collects more for up to `MinDwell` nanoseconds before answering. An unknown process gets `not_found`.
+    Read a process's combined stdout and stderr from a byte offset (Go casing). With no bytes past `OffsetBytes` while the process runs, the read waits up to `Wait` nanoseconds for new bytes. Once there is a byte to return (already there, or newly arrived), it collects more for up to `MinDwell` nanoseconds while the process runs, before answering. An unknown process gets `not_found`.
     """
 
     model_config = ConfigDict(
@@ -3145,7 +3145,7 @@ class CallbackRequestFrame(WireModel):
 
 class CancelParams(WireModel):
     """
-    Asks the worker to cancel an in-flight request. The cancel is answered at once. The named request still gets exactly one terminal reply after its handler has drained: its result if it finished anyway, else the error `cancelled`.
+    Asks the worker to cancel an in-flight request. Before the binding is pinned, only an `initialize` in flight can be cancelled (with the token it carries); otherwise `cancel` gets `not_initialized`. The cancel is answered at once. The named request still gets exactly one terminal reply after its handler has drained: its result if it finished anyway, else the error `cancelled`.
     """
 
     model_config = ConfigDict(

@@ -363,7 +363,8 @@ class WorkerClient(WorkerClientMethods):
         except TimeoutError:
             killed = True
             if self.process is not None:
-                self.process.kill()
+                with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+                    self.process.kill()
                 await self.process.wait()
             else:
                 self._reader.cancel()

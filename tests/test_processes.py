@@ -538,7 +538,16 @@ async def test_run_command_program_not_found(tmp_path: Path) -> None:
         ["/nonexistent/program"], cwd=tmp_path, env=ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=10
     )
     assert outcome.start_error is not None
-    assert outcome.exit_code is None and outcome.output == b""
+    assert outcome.exit_code == 127 and outcome.output == b""
+
+
+async def test_run_command_program_not_executable(tmp_path: Path) -> None:
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\necho hi\n")
+    outcome = await run_command(
+        [str(script)], cwd=tmp_path, env=ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=10
+    )
+    assert outcome.start_error is not None and outcome.exit_code == 126
 
 
 async def test_cancelled_run_command_kills_the_tree(tmp_path: Path) -> None:

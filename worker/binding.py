@@ -8,8 +8,10 @@ from wuu.generated.models import InitializeParams
 
 
 def binding_key(params: InitializeParams) -> dict[str, Any]:
-    """A binding's value for comparison: defaults applied, capabilities as a set."""
+    """A binding's value for comparison: defaults applied, omitted maps and lists empty, capabilities a set."""
     key = params.model_dump()
+    key["identity"] = params.identity or {}
+    key["environment"] = params.environment or {}
     key["capabilities"] = sorted(params.capabilities or ())
     return key
 

@@ -12,6 +12,7 @@ class WorkerError(Exception):
     """
 
     def __init__(self, code: ErrorCode, message: str = "") -> None:
+        message = " ".join(message.splitlines())  # an error string is one line
         super().__init__(f"{code.value}: {message}" if message else code.value)
         self.code = code
         self.message = message

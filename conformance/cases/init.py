@@ -120,8 +120,9 @@ async def remove_workspace_on_exit(s: Session) -> None:
 
 @case("init.invalid-params")
 async def invalid_params(s: Session) -> None:
-    """initialize data with a wrong type, a missing field or an unknown field gets invalid_request."""
+    """initialize data with a wrong type (4.0 is no integer), a missing or an unknown field gets invalid_request."""
     await s.error("initialize", s.binding(version="4"), "invalid_request")
+    await s.error("initialize", s.binding(version=4.0), "invalid_request")
     await s.error("initialize", {"version": 4, "root": str(s.root)}, "invalid_request")
     await s.error("initialize", s.binding(colour="blue"), "invalid_request")
     await s.error("initialize", s.binding(root="relative/root"), "invalid_request")

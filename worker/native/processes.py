@@ -333,7 +333,8 @@ class CommandOutcome:
     total_bytes: int
     """Every byte the command wrote; more than `len(output)` when the output was cut."""
     exit_code: int | None
-    """The exit status, or None when a signal ended the command or it never started."""
+    """The exit status (127 or 126 for a program that could not start), or None when a signal ended
+    the command or the sandbox hook failed."""
     signal: str | None
     """The name of the signal that ended the command (`KILL`, `TERM`, ...), or None."""
     timed_out: bool
@@ -380,7 +381,9 @@ async def run_command(
     try:
         transport, pipes = await _spawn(argv, cwd, env, preexec_fn, output, stdin=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        return CommandOutcome(b"", 0, None, None, False, time.monotonic_ns() - began, start_error=str(exc))
+        # As a shell reports it: 127 not found, 126 not executable; None when the sandbox hook failed.
+        code = 127 if isinstance(exc, FileNotFoundError) else 126 if isinstance(exc, OSError) else None
+        return CommandOutcome(b"", 0, code, None, False, time.monotonic_ns() - began, start_error=str(exc))
     pgid = transport.get_pid()
     tree_gone = False
     try:

@@ -234,6 +234,10 @@ class NativeWorker:
             timeout_ms=args.timeout_ms,
             max_output_bytes=WORKER_MIN_RETAINED_OUTPUT_BYTES,
         )
+        if outcome.start_error is not None and outcome.exit_code is None:
+            raise WorkerError(
+                ErrorCode.SANDBOX_UNAVAILABLE, f"the sandbox could not be applied: {outcome.start_error}"
+            )
         if outcome.start_error is not None:
             return ToolResult(
                 output=f"the command could not start: {outcome.start_error}",

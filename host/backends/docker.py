@@ -1,0 +1,489 @@
+"""The `docker` backend: the worker runs in a container, reached through a Docker exec (seed 000, DESIGN §6).
+
+The container is created from the profile's `image` with its limits (`cpus`, `memory_mb` with no swap on
+top, a pid limit), its `network` (`none`, `bridge`, `host`), its `user` and the optional `host_workspace`
+bind-mounted at `workspace` (read-only with `mount_read_only`). A sleep-forever command keeps it
+running; the worker is a `docker exec` whose stdio is one hijacked two-way socket: stdin is written to
+it, and stdout and stderr come back multiplexed (an 8-byte header per chunk: stream, 0, 0, 0, size).
+
+`persistent: true` names the container after the profile and its workspace, so a later connection finds
+it, and runs the persistent native worker (`python3 -m wuu.worker attach`): a reconnect finds the worker's
+processes and their retained output. The container stays at disconnect; the worker inside exits after
+`lifetime_seconds` without a connection. Without retention the container has a random name, the worker
+is the plain stdio worker (its exit status is its cleanup's), and the container is removed at shutdown.
+
+Shutdown: EOF on the exec's stdin (a half-close: replies still come back), then the exec must end
+within the budget. A worker that exits non-zero, or does not end within the budget (its connection is
+then cut), fails the shutdown with CleanupFailed and its container is kept for an explicit recovery
+(seed 000: a cleanup failure preserves the workspace and skips container removal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import shlex
+import socket
+import ssl
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.types import Mount
+
+from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
+from wuu.worker.errors import CleanupFailed
+
+from ..profiles import Profile
+
+LABEL_PROFILE = "wuu.profile"
+LABEL_PERSISTENT = "wuu.persistent"
+KEEP_RUNNING = ("sleep", "infinity")
+# The persistent worker's socket: beside the workspace, never in it (a read-only mount could not hold it).
+SOCKET_DIR = "/run/wuu"
+SOCKET_PATH = f"{SOCKET_DIR}/.wuu-worker.sock"
+# A fork bomb in the workspace must not take the machine down; far above what a worker's commands need.
+PIDS_LIMIT = 4096
+EXEC_POLL_S = 0.02
+_HEADER = struct.Struct(">BxxxL")
+_STDOUT, _STDERR = 1, 2
+T = TypeVar("T")
+
+
+class DockerUnavailable(RuntimeError):
+    """The profile's environment cannot be provided: no engine, no image, or the container did not start."""
+
+
+def container_name(profile: Profile, persistent: bool) -> str:
+    """`wuu-<profile>-<id>`: stable per profile and workspace when retained (a reconnect finds it), else random."""
+    settings = profile.settings
+    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
+    if persistent:
+        identity = "\0".join((profile.name, settings.workspace, settings.host_workspace or ""))
+        suffix = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    else:
+        suffix = secrets.token_hex(8)
+    return f"wuu-{label}-{suffix}"
+
+
+def default_user(profile: Profile) -> str | None:
+    """The profile's `user`; with a host mount on Linux the host user's uid:gid (ownership); else the image's."""
+    settings = profile.settings
+    if settings.user:
+        return str(settings.user)
+    if settings.host_workspace and sys.platform == "linux":
+        return f"{os.getuid()}:{os.getgid()}"
+    return None
+
+
+def _value(field: Any) -> str:
+    return str(field.value if hasattr(field, "value") else field)
+
+
+class _ExecProtocol(asyncio.StreamReaderProtocol):
+    """The exec's socket: demultiplexes its stdout into the reader and its stderr onto ours."""
+
+    def __init__(self, stdout: asyncio.StreamReader, pending: bytes) -> None:
+        super().__init__(stdout)
+        self._buffer = bytearray(pending)
+        self.ended = asyncio.Event()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._buffer:
+            self.data_received(b"")  # what the SDK's HTTP reader had already buffered
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        start = 0
+        while len(buffer) - start >= _HEADER.size:
+            stream, size = _HEADER.unpack_from(buffer, start)
+            end = start + _HEADER.size + size
+            if len(buffer) < end:
+                break
+            payload = bytes(buffer[start + _HEADER.size : end])
+            start = end
+            if stream == _STDOUT:
+                super().data_received(payload)
+            elif stream == _STDERR:
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.buffer.write(payload)
+                    sys.stderr.buffer.flush()
+        del buffer[:start]
+
+    def eof_received(self) -> bool:
+        self.ended.set()
+        return bool(super().eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended.set()
+        super().connection_lost(exc)
+
+
+class _StdinTransport(asyncio.WriteTransport):
+    """The write side of the exec's socket: closing it half-closes the socket, so the worker sees EOF on
+    its stdin while its replies still come back."""
+
+    def __init__(self, inner: asyncio.WriteTransport) -> None:
+        super().__init__()
+        self._inner = inner
+        self._closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._inner.write(data)
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if not self._inner.is_closing():
+                self._inner.write_eof()
+
+    def close(self) -> None:
+        self.write_eof()
+
+    def is_closing(self) -> bool:
+        return self._closed or self._inner.is_closing()
+
+    def abort(self) -> None:
+        self._closed = True
+        self._inner.abort()
+
+    def get_write_buffer_size(self) -> int:
+        return self._inner.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._inner.get_write_buffer_limits()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._inner.set_write_buffer_limits(high, low)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._inner.get_extra_info(name, default)
+
+
+def _own_socket(hijacked: Any) -> tuple[socket.socket, bytes]:
+    """A socket of our own for the SDK's hijacked exec connection, and the bytes its HTTP reader buffered.
+
+    The fd is duplicated, so the SDK's objects can be closed (and collected) without closing ours.
+    """
+    raw = getattr(hijacked, "_sock", hijacked)
+    if isinstance(raw, ssl.SSLSocket) or not isinstance(raw, socket.socket):
+        raise DockerUnavailable(
+            "the docker backend needs a unix:// or plain tcp:// DOCKER_HOST (TLS and ssh engines are not supported)"
+        )
+    response = getattr(hijacked, "_response", None)
+    pending = b""
+    raw.setblocking(False)
+    buffered = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if buffered is not None and hasattr(buffered, "read1"):
+        # Anything read past the HTTP upgrade's headers; non-blocking, so an empty buffer costs nothing.
+        with contextlib.suppress(BlockingIOError):
+            pending = buffered.read1(1 << 20) or b""
+    own = socket.socket(fileno=os.dup(raw.fileno()))
+    own.setblocking(False)
+    if response is not None:
+        with contextlib.suppress(Exception):
+            response.close()
+    with contextlib.suppress(Exception):
+        hijacked.close()
+    return own, pending
+
+
+class DockerEnvironment:
+    """A container from the profile's image, with the worker started in it through an exec."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        settings = profile.settings
+        self.persistent = bool(settings.persistent)
+        self.name = container_name(profile, self.persistent)
+        self.user = default_user(profile)
+        self.client: docker.DockerClient | None = None
+        self.container: Container | None = None
+        self.exec_id: str | None = None
+        self._created = False
+        self._transport: asyncio.Transport | None = None
+        self._stdin: _StdinTransport | None = None
+        self._protocol: _ExecProtocol | None = None
+
+    # --- the worker's command ------------------------------------------------------------------
+
+    def worker_command(self) -> list[str]:
+        """The profile's `worker`, else the persistent worker (`persistent`) or the stdio worker."""
+        worker = getattr(self.profile.settings, "worker", None)
+        if worker:
+            return [str(part) for part in worker]
+        if self.persistent:
+            lifetime = self.profile.lifetime_seconds or 600
+            return [
+                "python3",
+                "-m",
+                "wuu.worker",
+                "attach",
+                "--socket",
+                SOCKET_PATH,
+                "--lifetime-seconds",
+                str(lifetime),
+            ]
+        return ["python3", "-m", "wuu.worker"]
+
+    # --- provisioning (blocking SDK calls, run in a thread) --------------------------------------
+
+    def _connect(self) -> docker.DockerClient:
+        try:
+            client = docker.from_env()
+            client.ping()
+        except docker.errors.DockerException as error:
+            where = os.environ.get("DOCKER_HOST", "the default socket")
+            raise DockerUnavailable(
+                f"profile {self.profile.name!r}: the Docker engine at {where} is not reachable: {error}"
+            ) from None
+        return client
+
+    def _create_kwargs(self) -> dict[str, Any]:
+        settings = self.profile.settings
+        kwargs: dict[str, Any] = {
+            "name": self.name,
+            "command": list(KEEP_RUNNING),
+            "detach": True,
+            "working_dir": settings.workspace,
+            "network_mode": _value(settings.network),
+            "labels": {
+                LABEL_PROFILE: self.profile.name,
+                LABEL_PERSISTENT: "true" if self.persistent else "false",
+            },
+            "pids_limit": PIDS_LIMIT,
+            "stop_signal": "SIGKILL",  # the sleep is pid 1 and ignores SIGTERM; nothing else needs a warning
+        }
+        if self.user:
+            kwargs["user"] = self.user
+        if settings.cpus:
+            kwargs["nano_cpus"] = round(float(settings.cpus) * 1e9)
+        if settings.memory_mb:
+            limit = f"{int(settings.memory_mb)}m"
+            kwargs["mem_limit"] = limit
+            kwargs["memswap_limit"] = limit  # equal: no swap on top of the limit
+        if settings.host_workspace:
+            kwargs["mounts"] = [
+                Mount(
+                    target=settings.workspace,
+                    source=settings.host_workspace,
+                    type="bind",
+                    read_only=bool(settings.mount_read_only),
+                )
+            ]
+        return kwargs
+
+    def _find(self, client: docker.DockerClient) -> Container | None:
+        try:
+            return client.containers.get(self.name)
+        except docker.errors.NotFound:
+            return None
+
+    def _provision(self, client: docker.DockerClient) -> Container:
+        """The running container: the retained one when it exists (started again if stopped), else a new one."""
+        image = self.profile.settings.image
+        container = self._find(client) if self.persistent else None
+        if container is None:
+            try:
+                container = client.containers.create(image, **self._create_kwargs())
+                self._created = True
+            except docker.errors.ImageNotFound:
+                raise DockerUnavailable(
+                    f"profile {self.profile.name!r}: the image {image!r} is not in the Docker engine "
+                    "(build it with `make docker-image`; no registry is consulted)"
+                ) from None
+            except docker.errors.APIError as error:
+                found = self._find(client) if self.persistent and error.status_code == 409 else None
+                if found is None:
+                    raise DockerUnavailable(
+                        f"profile {self.profile.name!r}: creating the container failed: {error.explanation}"
+                    ) from None
+                container = found  # created meanwhile by another connection of the same profile
+        self.container = container
+        if container.status != "running":
+            try:
+                container.start()
+                container.reload()
+            except docker.errors.APIError as error:
+                raise DockerUnavailable(
+                    f"profile {self.profile.name!r}: the container {self.name} did not start: {error.explanation}"
+                ) from None
+            if container.status != "running":
+                raise DockerUnavailable(
+                    f"profile {self.profile.name!r}: the container {self.name} is {container.status}, not running"
+                )
+            if self.persistent or (self.user and not self.profile.settings.host_workspace):
+                self._prepare(container)
+        return container
+
+    def _prepare(self, container: Container) -> None:
+        """As root: the persistent worker's socket directory, and a workspace the container user owns (Docker
+        creates the working directory as root; a host mount is left as it is)."""
+        settings = self.profile.settings
+        steps = [f"mkdir -p {SOCKET_DIR}", f"chmod 0700 {SOCKET_DIR}"]
+        if self.user:
+            steps.append(f"chown {shlex.quote(self.user)} {SOCKET_DIR}")
+        if not settings.host_workspace:
+            steps.append(f"mkdir -p {shlex.quote(settings.workspace)}")
+            if self.user:
+                steps.append(f"chown {shlex.quote(self.user)} {shlex.quote(settings.workspace)}")
+        result = container.exec_run(["/bin/sh", "-c", " && ".join(steps)], user="0", demux=False)
+        if result.exit_code != 0:
+            raw = result.output
+            output = raw.decode(errors="replace").strip() if isinstance(raw, bytes) else ""
+            raise DockerUnavailable(
+                f"profile {self.profile.name!r}: preparing the container {self.name} failed: {output}"
+            )
+
+    def _start_exec(self, client: docker.DockerClient, container: Container) -> tuple[socket.socket, bytes]:
+        created = client.api.exec_create(
+            container.id,
+            self.worker_command(),
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            workdir=self.profile.settings.workspace,
+        )
+        self.exec_id = str(created["Id"])
+        hijacked = client.api.exec_start(self.exec_id, socket=True)
+        return _own_socket(hijacked)
+
+    def _setup(self) -> tuple[socket.socket, bytes]:
+        client = self.client = self._connect()
+        try:
+            container = self._provision(client)
+            return self._start_exec(client, container)
+        except BaseException:
+            self._discard()
+            raise
+
+    def _discard(self) -> None:
+        """After a failed start: a container this connection created without retention goes again."""
+        if self.container is not None and self._created and not self.persistent:
+            with contextlib.suppress(docker.errors.DockerException):
+                self.container.remove(force=True)
+
+    def _exit_code(self, deadline: float) -> int | None:
+        """The exec's exit code once Docker reports it ended; None if it still runs at the deadline."""
+        assert self.client is not None and self.exec_id is not None
+        while True:
+            state = self.client.api.exec_inspect(self.exec_id)
+            if not state.get("Running"):
+                code = state.get("ExitCode")
+                return int(code) if code is not None else -1
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(EXEC_POLL_S)
+
+    def _remove(self) -> None:
+        assert self.container is not None
+        with contextlib.suppress(docker.errors.NotFound):
+            self.container.remove(force=True)
+
+    # --- the Environment interface ---------------------------------------------------------------
+
+    async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        sock, pending = await _in_thread(self._setup)
+        loop = asyncio.get_running_loop()
+        stdout = asyncio.StreamReader(limit=WORKER_MAX_FRAME_BYTES, loop=loop)
+        try:
+            transport, protocol = await loop.create_connection(
+                lambda: _ExecProtocol(stdout, pending), sock=sock
+            )
+        except BaseException:
+            sock.close()
+            await _in_thread(self._discard)
+            raise
+        self._transport, self._protocol = transport, protocol
+        self._stdin = _StdinTransport(transport)
+        return stdout, asyncio.StreamWriter(self._stdin, protocol, stdout, loop)
+
+    async def close(self, budget: float) -> None:
+        if self._protocol is None or self._stdin is None or self._transport is None:
+            return
+        try:
+            deadline = time.monotonic() + budget
+            kept = f"the container {self.name} is kept for inspection (remove it with `docker rm -f {self.name}`)"
+            self._stdin.write_eof()
+            code: int | None = None
+            try:
+                await asyncio.wait_for(self._protocol.ended.wait(), budget)
+                code = await asyncio.wait_for(_in_thread(self._exit_code, deadline), budget)
+            except TimeoutError:
+                pass
+            except docker.errors.DockerException as error:
+                self._transport.abort()
+                raise CleanupFailed(f"the worker's exit status is unknown: {error}; {kept}") from None
+            finally:
+                if code is None:
+                    self._transport.abort()
+                else:
+                    self._transport.close()
+            if code is None:
+                raise CleanupFailed(
+                    f"the worker did not exit within its shutdown budget of {budget:g} s; its connection was cut "
+                    f"and {kept}"
+                )
+            if code != 0:
+                raise CleanupFailed(
+                    f"the worker exited with status {code}; its cleanup may be incomplete; {kept}"
+                )
+            if self.persistent:
+                return
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                await asyncio.wait_for(_in_thread(self._remove), remaining)
+            except TimeoutError:
+                raise CleanupFailed(
+                    f"the container {self.name} was not removed within the shutdown budget of {budget:g} s"
+                ) from None
+            except docker.errors.DockerException as error:
+                raise CleanupFailed(f"removing the container {self.name} failed: {error}") from None
+        finally:
+            if self.client is not None:
+                self.client.close()
+
+
+def _in_thread(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`function(*args)` in a daemon thread: a blocking SDK call that outlives a budget never holds up exit
+    (asyncio's default executor is joined at the end of `asyncio.run`)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result = function(*args)
+        except BaseException as error:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed by then
+                loop.call_soon_threadsafe(settle, None, error)
+        else:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, result, None)
+
+    threading.Thread(target=run, name="wuu-docker", daemon=True).start()
+    return future
