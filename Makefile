@@ -8,7 +8,7 @@ TYPECHECK := .typecheck
 # The runtime packages that exist so far (each folder is the package wuu.<folder>).
 PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
 
-.PHONY: all venv generate check-generated lint breaking typecheck test conformance bench clean
+.PHONY: all venv generate check-generated lint breaking typecheck test conformance bench docker-image clean
 
 all: test
 
@@ -61,6 +61,10 @@ conformance: $(READY)
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: $(READY)
 	$(PY) tools/bench.py $(BENCH_ARGS)
+
+## docker-image: the worker image for the docker backend, built offline (debootstrap + this checkout)
+docker-image: $(READY)
+	PYTHON=$(PY) tools/docker/build-image.sh
 
 clean:
 	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache build *.egg-info

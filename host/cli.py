@@ -15,6 +15,7 @@ from wuu.worker.errors import CleanupFailed
 
 from . import profiles
 from .adapter import serve_adapter
+from .backends.base import EnvironmentUnavailable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except profiles.ProfileError as error:
         print(f"wuu-host: {error}", file=sys.stderr)
         return 2
-    except NotImplementedError as error:
+    except (NotImplementedError, ImportError, EnvironmentUnavailable) as error:
+        # An unavailable backend, its missing optional SDK, or an environment that cannot be provisioned.
         print(f"wuu-host: {error}", file=sys.stderr)
         return 2
     except CleanupFailed as error:

@@ -10,6 +10,10 @@ from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 from wuu.worker.errors import CleanupFailed
 
 
+class EnvironmentUnavailable(Exception):
+    """The environment cannot be provisioned (no engine, a missing image or mount, a refused host key...)."""
+
+
 class Environment(Protocol):
     """An execution environment with a worker in it."""
 

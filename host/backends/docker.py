@@ -36,15 +36,21 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-import docker
-import docker.errors
-from docker.models.containers import Container
-from docker.types import Mount
+try:
+    import docker
+    import docker.errors
+    from docker.models.containers import Container
+    from docker.types import Mount
+except ImportError as missing:  # an optional extra, like the cloud SDKs
+    raise ImportError(
+        f"the docker backend needs the docker SDK: pip install 'wuu[docker]' ({missing})"
+    ) from None
 
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 from wuu.worker.errors import CleanupFailed
 
 from ..profiles import Profile
+from .base import EnvironmentUnavailable
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
@@ -60,7 +66,7 @@ _STDOUT, _STDERR = 1, 2
 T = TypeVar("T")
 
 
-class DockerUnavailable(RuntimeError):
+class DockerUnavailable(EnvironmentUnavailable):
     """The profile's environment cannot be provided: no engine, no image, or the container did not start."""
 
 
@@ -150,7 +156,8 @@ class _StdinTransport(asyncio.WriteTransport):
         if not self._closed:
             self._closed = True
             if not self._inner.is_closing():
-                self._inner.write_eof()
+                with contextlib.suppress(OSError):  # the worker's side may be gone already
+                    self._inner.write_eof()
 
     def close(self) -> None:
         self.write_eof()
@@ -198,8 +205,9 @@ def _own_socket(hijacked: Any) -> tuple[socket.socket, bytes]:
     if response is not None:
         with contextlib.suppress(Exception):
             response.close()
-    with contextlib.suppress(Exception):
-        hijacked.close()
+    for duplicate in (hijacked, raw):  # the SDK's fd: only ours keeps the connection open now
+        with contextlib.suppress(Exception):
+            duplicate.close()
     return own, pending
 
 
@@ -245,8 +253,7 @@ class DockerEnvironment:
 
     def _connect(self) -> docker.DockerClient:
         try:
-            client = docker.from_env()
-            client.ping()
+            client = docker.from_env()  # asks the engine for its API version: an unreachable one fails here
         except docker.errors.DockerException as error:
             where = os.environ.get("DOCKER_HOST", "the default socket")
             raise DockerUnavailable(
@@ -327,8 +334,9 @@ class DockerEnvironment:
                 raise DockerUnavailable(
                     f"profile {self.profile.name!r}: the container {self.name} is {container.status}, not running"
                 )
-            if self.persistent or (self.user and not self.profile.settings.host_workspace):
-                self._prepare(container)
+        # Every time for a retained container: another connection may have created it a moment ago.
+        if self.persistent or (self.user and not self.profile.settings.host_workspace):
+            self._prepare(container)
         return container
 
     def _prepare(self, container: Container) -> None:

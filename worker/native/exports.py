@@ -53,9 +53,11 @@ class Exports:
 
     def read(self, params: ExportReadParams) -> ExportReadResult:
         snapshot = self._get(params.token)
-        with snapshot.path.open("rb") as handle:
-            handle.seek(params.offset)
-            data = handle.read(params.max_bytes)
+        data = b""
+        if params.offset < snapshot.size:
+            with snapshot.path.open("rb") as handle:
+                handle.seek(params.offset)
+                data = handle.read(params.max_bytes)
         eof = params.offset + len(data) >= snapshot.size
         return ExportReadResult(data=base64.b64encode(data).decode("ascii"), eof=eof)
 
@@ -80,7 +82,8 @@ def _copy(source: Path, target: Path) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
     with os_errors(source):
-        fd = os.open(source, open_flags_nofollow(os.O_RDONLY))
+        # O_NONBLOCK: a FIFO must not block the open; it is refused below as no regular file.
+        fd = os.open(source, open_flags_nofollow(os.O_RDONLY | os.O_NONBLOCK))
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

@@ -48,17 +48,20 @@ def os_errors(path: Path) -> Iterator[None]:
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is a symlink") from None
+        if error.errno == errno.ENXIO:  # a FIFO without a reader, opened for writing without blocking
+            raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is not a regular file") from None
         raise
 
 
 def read_file(path: Path, args: ReadFileArguments) -> ToolResult:
     with os_errors(path):
-        fd = os.open(path, open_flags_nofollow(os.O_RDONLY))
+        fd = _open_regular(path, os.O_RDONLY)
         try:
             info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise IsADirectoryError(path)
-            data = os.pread(fd, args.max_bytes, args.offset_bytes)
+            # pread refuses offsets past the largest file size; such a read just finds nothing.
+            data = (
+                os.pread(fd, args.max_bytes, args.offset_bytes) if args.offset_bytes < info.st_size else b""
+            )
         finally:
             os.close(fd)
     metadata = ReadFileMetadata(
@@ -70,10 +73,26 @@ def read_file(path: Path, args: ReadFileArguments) -> ToolResult:
     return ToolResult(output=data.decode("utf-8", "replace"), is_error=False, metadata=metadata.to_wire())
 
 
+def _open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+    """Open a regular file; anything else (a directory, a FIFO, a device) is refused.
+
+    O_NONBLOCK keeps a FIFO from blocking the worker in open(); it changes nothing for a regular file.
+    """
+    fd = os.open(path, open_flags_nofollow(flags | os.O_NONBLOCK), mode)
+    kind = os.fstat(fd).st_mode
+    if not stat.S_ISREG(kind):
+        os.close(fd)
+        if stat.S_ISDIR(kind):
+            raise IsADirectoryError(path)
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is not a regular file")
+    return fd
+
+
 def _write(path: Path, data: bytes) -> None:
     """Replace the file's content (creating it), never following a symlink at its name."""
-    fd = os.open(path, open_flags_nofollow(os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 0o644)
+    fd = _open_regular(path, os.O_WRONLY | os.O_CREAT)
     try:
+        os.ftruncate(fd, 0)  # only now: a FIFO or device was refused before anything changed
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -97,10 +116,8 @@ def write_file(path: Path, args: WriteFileArguments) -> ToolResult:
 
 def edit_file(path: Path, args: EditFileArguments) -> ToolResult:
     with os_errors(path):
-        fd = os.open(path, open_flags_nofollow(os.O_RDONLY))
+        fd = _open_regular(path, os.O_RDONLY)
         try:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                raise IsADirectoryError(path)
             raw = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
         finally:
             os.close(fd)

@@ -392,7 +392,7 @@ async def run_command(
         )
         timed_out = not done
         if timed_out:
-            _signal_group(pgid, signal.SIGKILL)
+            _signal_tree(pgid, _escaped_descendants(pgid), signal.SIGKILL)
             await pipes.exited
         duration_ns = time.monotonic_ns() - began
         await asyncio.wait((pipes.drained,), timeout=_COMMAND_DRAIN_S)
@@ -401,7 +401,7 @@ async def run_command(
         await asyncio.wait((pipes.drained,), timeout=_ORPHAN_PIPE_S)
     finally:
         if not tree_gone:
-            _signal_group(pgid, signal.SIGKILL)
+            _signal_tree(pgid, _escaped_descendants(pgid), signal.SIGKILL)
         transport.close()
     returncode = transport.get_returncode()
     assert returncode is not None  # the program was reaped above
@@ -545,17 +545,26 @@ async def _spawn(
 async def _end_group(
     pgid: int, leader_exited: asyncio.Future[None], first: signal.Signals, grace_s: float
 ) -> None:
-    """Send `first` to the group, KILL it if it outlives `grace_s`, and wait until it is gone."""
-    _signal_group(pgid, first)
-    if first is not signal.SIGKILL and await _wait_group_gone(pgid, leader_exited, grace_s):
+    """Send `first` to the tree, KILL it if it outlives `grace_s`, and wait until it is gone.
+
+    The tree is the process group plus the descendants that left it (`setsid`), found before any
+    signal so that they are still linked to their parents. A descendant that left the session and
+    was orphaned before this call cannot be traced without cgroups.
+    """
+    escaped = _escaped_descendants(pgid)
+    _signal_tree(pgid, escaped, first)
+    if first is not signal.SIGKILL and await _wait_tree_gone(pgid, escaped, leader_exited, grace_s):
         return
-    _signal_group(pgid, signal.SIGKILL)
-    if not await _wait_group_gone(pgid, leader_exited, _KILL_WAIT_S):
+    escaped |= _escaped_descendants(pgid)
+    _signal_tree(pgid, escaped, signal.SIGKILL)
+    if not await _wait_tree_gone(pgid, escaped, leader_exited, _KILL_WAIT_S):
         raise WorkerError(ErrorCode.INTERNAL, f"process group {pgid} outlived SIGKILL by {_KILL_WAIT_S:g} s")
 
 
-async def _wait_group_gone(pgid: int, leader_exited: asyncio.Future[None], timeout_s: float) -> bool:
-    """Wait up to `timeout_s` until the group's leader is reaped and no live member is left."""
+async def _wait_tree_gone(
+    pgid: int, escaped: set[int], leader_exited: asyncio.Future[None], timeout_s: float
+) -> bool:
+    """Wait up to `timeout_s` until the group's leader is reaped and no live member or escaped pid is left."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     # The leader is the worker's child; until asyncio reaps it, its zombie keeps the group alive.
@@ -563,13 +572,63 @@ async def _wait_group_gone(pgid: int, leader_exited: asyncio.Future[None], timeo
     if not done:
         return False
     delay = _POLL_MIN_S
-    while _group_alive(pgid):
+    while _group_alive(pgid) or any(_alive(pid) for pid in escaped):
         remaining = deadline - loop.time()
         if remaining <= 0:
             return False
         await asyncio.sleep(min(delay, remaining))
         delay = min(2 * delay, _POLL_MAX_S)
     return True
+
+
+def _signal_tree(pgid: int, escaped: set[int], signum: signal.Signals) -> None:
+    _signal_group(pgid, signum)
+    for pid in escaped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
+def _process_table() -> dict[int, tuple[bytes, int, int]]:
+    """Every process: pid -> (state, ppid, process group), from /proc (empty where there is none)."""
+    table: dict[int, tuple[bytes, int, int]] = {}
+    try:
+        entries = os.scandir("/proc")
+    except OSError:
+        return table
+    with entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat_file:
+                    stat = stat_file.read()
+            except OSError:
+                continue  # it ended while we looked
+            # After "pid (comm) ": state, ppid, pgrp, ... (comm may itself contain ") ").
+            fields = stat[stat.rindex(b")") + 2 :].split(maxsplit=3)
+            table[int(entry.name)] = (fields[0], int(fields[1]), int(fields[2]))
+    return table
+
+
+def _escaped_descendants(pgid: int) -> set[int]:
+    """Descendants of the group's members that are in another process group (they called setsid)."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (_, ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    pending = [pid for pid, (_, _, group) in table.items() if group == pgid]
+    escaped: set[int] = set()
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if table[child][2] != pgid and child not in escaped:
+                escaped.add(child)
+                pending.append(child)
+    return escaped
+
+
+def _alive(pid: int) -> bool:
+    state = _process_table().get(pid)
+    return state is not None and state[0] not in (b"Z", b"X")
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
@@ -587,24 +646,10 @@ def _group_alive(pgid: int) -> bool:
         return True  # a member runs as another user: it exists
     # killpg also reaches zombies: members that are dead but whose parent (often an init that does not
     # reap) has not collected them. They hold no resources, so only the live members count.
-    try:
-        entries = os.scandir("/proc")
-    except OSError:
+    table = _process_table()
+    if not table:
         return True  # no /proc to look closer: trust killpg
-    with entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as stat_file:
-                    stat = stat_file.read()
-            except OSError:
-                continue  # it ended while we looked
-            # After "pid (comm) ": state, ppid, pgrp, ... (comm may itself contain ") ").
-            fields = stat[stat.rindex(b")") + 2 :].split(maxsplit=3)
-            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                return True
-    return False
+    return any(group == pgid and state not in (b"Z", b"X") for state, _, group in table.values())
 
 
 def _signal_name(signum: int) -> str:

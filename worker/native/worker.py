@@ -277,7 +277,7 @@ class NativeWorker:
     async def process_write(self, params: ProcessWriteParams, context: RequestContext) -> ExecutionProcessV4:
         try:
             data = base64.b64decode(params.data, validate=True)
-        except binascii.Error:
+        except (binascii.Error, ValueError):  # ValueError: characters outside ASCII
             raise WorkerError(ErrorCode.INVALID_REQUEST, "data: not valid base64") from None
         return await self.processes.write(params.id, data, params.close)
 

@@ -1,0 +1,357 @@
+"""The docker backend against a real Docker engine: the conformance suite, limits, mounts, retention, failure.
+
+Needs an engine (DOCKER_HOST, e.g. from `tools/services/dockerd.sh start DIR`) and the worker image
+(`tools/docker/build-image.sh`, default tag `wuu-execution:local`, or WUU_DOCKER_IMAGE). Without them the
+tests skip, saying why; with WUU_REQUIRE_DOCKER=1 (CI) they fail instead. Every test uses profiles of its
+own name (the containers' `wuu.profile` label), so they run in parallel and clean up only their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wuu.conformance import registry
+from wuu.conformance.runner import run_all
+from wuu.host.client import ConnectionLost, WorkerClient
+
+IMAGE = os.environ.get("WUU_DOCKER_IMAGE", "wuu-execution:local")
+REQUIRED = os.environ.get("WUU_REQUIRE_DOCKER") == "1"
+WORKSPACE = "/workspace"
+DEADLINE = 30.0
+
+
+def _unavailable() -> str | None:
+    """Why these tests cannot run here, or None."""
+    try:
+        import docker
+        import docker.errors
+    except ImportError:
+        return "the docker SDK is not installed (pip install 'docker>=7')"
+    where = os.environ.get("DOCKER_HOST", "the default socket (DOCKER_HOST is unset)")
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException as error:
+        return f"no Docker engine is reachable at {where}: {error}"
+    try:
+        client.ping()
+        client.images.get(IMAGE)
+    except docker.errors.ImageNotFound:
+        return f"the worker image {IMAGE} is absent (tools/docker/build-image.sh builds it)"
+    except docker.errors.DockerException as error:
+        return f"no Docker engine is reachable at {where}: {error}"
+    finally:
+        client.close()
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Any]:
+    """The docker SDK client, or a skip (a failure with WUU_REQUIRE_DOCKER=1) saying what is missing."""
+    problem = _unavailable()
+    if problem is not None:
+        if REQUIRED:
+            pytest.fail(f"WUU_REQUIRE_DOCKER=1, but {problem}")
+        pytest.skip(problem)
+    import docker
+
+    client = docker.from_env()
+    yield client
+    client.close()
+
+
+class Profiles:
+    """A configuration file of docker profiles named for one test, and the containers they leave."""
+
+    def __init__(self, engine: Any, directory: Path) -> None:
+        self.engine = engine
+        self.path = directory / "config.json"
+        self.prefix = f"t{uuid.uuid4().hex[:10]}"
+        self.profiles: dict[str, dict[str, Any]] = {}
+
+    def add(self, suffix: str, **settings: Any) -> str:
+        name = f"{self.prefix}-{suffix}"
+        self.profiles[name] = {
+            "backend": "docker",
+            "image": IMAGE,
+            "workspace": WORKSPACE,
+            "network": "none",
+            **settings,
+        }
+        document = {"execution_environments": {"profiles": self.profiles}}
+        self.path.write_text(json.dumps(document), encoding="utf-8")
+        return name
+
+    def command(self, name: str) -> list[str]:
+        return [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.path), "--profile", name]
+
+    async def connect(self, name: str) -> WorkerClient:
+        return await WorkerClient.spawn(self.command(name))
+
+    def containers(self, name: str) -> list[Any]:
+        found: list[Any] = self.engine.containers.list(all=True, filters={"label": f"wuu.profile={name}"})
+        return found
+
+    def remove_all(self) -> None:
+        for name in self.profiles:
+            for container in self.containers(name):
+                container.remove(force=True)
+
+
+@pytest.fixture
+def profiles(engine: Any, tmp_path: Path) -> Iterator[Profiles]:
+    made = Profiles(engine, tmp_path)
+    yield made
+    made.remove_all()
+
+
+def binding(root: str = WORKSPACE) -> dict[str, Any]:
+    return {"version": 4, "root": root, "session": "docker-thread"}
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "tool": name,
+        "call": {"id": "docker-call", "arguments": json.dumps(arguments)},
+        "actor": {"kind": "agent", "id": "docker-test"},
+        "permission_mode": "unconfined",
+    }
+
+
+async def ok(client: WorkerClient, method: str, data: dict[str, Any]) -> dict[str, Any]:
+    reply = await asyncio.wait_for(client.request(method, data), DEADLINE)
+    assert "data" in reply, f"{method} failed: {reply}"
+    result: dict[str, Any] = reply["data"]
+    return result
+
+
+async def run(client: WorkerClient, script: str) -> dict[str, Any]:
+    """Run a python3 script in the environment (unconfined: the container is the boundary here)."""
+    return await ok(client, "execute", tool("exec_command", argv=["python3", "-c", script]))
+
+
+# --- the conformance suite -----------------------------------------------------------------------
+
+
+async def test_the_conformance_suite_passes_through_the_docker_backend(
+    profiles: Profiles, record_property: Any
+) -> None:
+    name = profiles.add("conformance", cpus=1, memory_mb=512)
+    cases = list(registry.all_cases().values())
+    started = time.monotonic()
+    results = await run_all(cases, profiles.command(name), jobs=2, timeout=30)
+    elapsed = time.monotonic() - started
+    record_property("docker_conformance_seconds", round(elapsed, 1))
+    print(f"\nconformance through docker: {len(results)} cases in {elapsed:.1f} s")
+    failures = [result for result in results if result.counts_as_failure]
+    report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)
+    assert not failures, f"{len(failures)} of {len(results)} cases failed through docker:\n{report}"
+    assert profiles.containers(name) == [], "every case's container is removed after its clean shutdown"
+
+
+# --- limits and isolation --------------------------------------------------------------------------
+
+
+async def test_the_memory_limit_kills_a_command_that_allocates_more(profiles: Profiles) -> None:
+    client = await profiles.connect(profiles.add("memory", memory_mb=128))
+    try:
+        await ok(client, "initialize", binding())
+        small = await run(client, "b = b'x' * (16 << 20); print('allocated', len(b))")
+        assert small["metadata"]["exit_code"] == 0 and "allocated" in small["output"], small
+        big = await run(client, "b = b'x' * (300 << 20); print('allocated', len(b))")
+        assert "allocated" not in big["output"], f"300 MB were allocated under a 128 MB limit: {big}"
+        metadata = big["metadata"]
+        killed = metadata["signal"] == "KILL" or metadata["exit_code"] == 137
+        assert killed, f"the command was not killed by the kernel's OOM killer: {big}"
+        # The worker itself survived its command's death.
+        assert (await run(client, "print('still here')"))["output"] == "still here\n"
+    finally:
+        assert (await client.close(DEADLINE)).clean
+
+
+NO_ROUTE = """
+import errno, socket
+interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
+routes = [line.split() for line in open("/proc/net/route").read().splitlines()[1:] if line.strip()]
+print("interfaces", ",".join(interfaces))
+print("routes", len(routes))
+if routes:
+    raise SystemExit(3)  # never try a connection that could leave the machine
+try:
+    socket.create_connection(("10.255.255.1", 9), 2)
+except OSError as error:
+    print("connect", errno.errorcode.get(error.errno, error.errno))
+else:
+    print("connect ok")
+"""
+
+
+async def test_network_none_has_only_loopback_and_no_route_out(profiles: Profiles) -> None:
+    client = await profiles.connect(profiles.add("network"))
+    try:
+        await ok(client, "initialize", binding())
+        result = await run(client, NO_ROUTE)
+        lines = result["output"].splitlines()
+        assert lines[:2] == ["interfaces lo", "routes 0"], result
+        # With no route the kernel refuses the connect itself: nothing is sent anywhere.
+        assert lines[2] == "connect ENETUNREACH", result
+        loopback = await run(
+            client,
+            "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen();"
+            "socket.create_connection(s.getsockname(), 2); print('loopback ok')",
+        )
+        assert loopback["output"] == "loopback ok\n", loopback
+    finally:
+        assert (await client.close(DEADLINE)).clean
+
+
+async def test_a_read_only_host_mount_refuses_writes(profiles: Profiles, tmp_path: Path) -> None:
+    host = tmp_path / "host-workspace"
+    host.mkdir()
+    (host / "given.txt").write_text("from the host\n", encoding="utf-8")
+    name = profiles.add("readonly", host_workspace=str(host), mount_read_only=True)
+    client = await profiles.connect(name)
+    try:
+        await ok(client, "initialize", binding())
+        read = await ok(client, "execute", tool("read_file", path="given.txt"))
+        assert "from the host" in json.dumps(read), read
+        written = await asyncio.wait_for(
+            client.request("execute", tool("write_file", path="new.txt", content="x")), DEADLINE
+        )
+        refused = "error" in written or written["data"]["is_error"]
+        assert refused, f"write_file into the read-only mount succeeded: {written}"
+        shell = await run(client, "open('/workspace/shell.txt', 'w').write('x')")
+        assert shell["metadata"]["exit_code"] != 0 and "Read-only file system" in shell["output"], shell
+        # On Linux the mount defaults to the host user, so files keep their owner.
+        ids = await run(client, "import os; print(os.getuid(), os.getgid())")
+        assert ids["output"] == f"{os.getuid()} {os.getgid()}\n", ids
+    finally:
+        assert (await client.close(DEADLINE)).clean
+    assert sorted(path.name for path in host.iterdir()) == ["given.txt"]
+
+
+async def test_a_writable_host_mount_shares_files_with_the_host(profiles: Profiles, tmp_path: Path) -> None:
+    host = tmp_path / "host-workspace"
+    host.mkdir()
+    client = await profiles.connect(profiles.add("mounted", host_workspace=str(host)))
+    try:
+        await ok(client, "initialize", binding())
+        written = await ok(client, "execute", tool("write_file", path="made-inside.txt", content="inside\n"))
+        assert not written["is_error"], written
+    finally:
+        assert (await client.close(DEADLINE)).clean
+    made = host / "made-inside.txt"
+    assert made.read_text(encoding="utf-8") == "inside\n"
+    assert (made.stat().st_uid, made.stat().st_gid) == (os.getuid(), os.getgid())
+
+
+# --- retention -----------------------------------------------------------------------------------
+
+
+async def test_a_container_without_retention_is_removed_at_shutdown(profiles: Profiles) -> None:
+    name = profiles.add("ephemeral")
+    client = await profiles.connect(name)
+    await ok(client, "initialize", binding())
+    assert len(profiles.containers(name)) == 1
+    outcome = await client.close(DEADLINE)
+    assert outcome.clean, outcome
+    assert profiles.containers(name) == []
+
+
+async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: Profiles) -> None:
+    name = profiles.add("persistent", persistent=True)
+    first = await profiles.connect(name)
+    await ok(first, "initialize", binding())
+    start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-docker"}
+    record = await ok(first, "process/start", start)
+    assert (await first.close(DEADLINE)).clean
+    [container] = profiles.containers(name)
+    assert container.status == "running", "a persistent container stays after a clean disconnect"
+
+    second = await profiles.connect(name)
+    try:
+        await ok(second, "initialize", binding())
+        listed = (await ok(second, "process/list", {}))["processes"]
+        assert [(p["id"], p["status"], p["operation_id"]) for p in listed] == [
+            (record["id"], "running", "op-docker")
+        ]
+        stopped = await ok(second, "process/stop", {"id": record["id"]})
+        assert stopped["status"] == "stopped"
+    finally:
+        assert (await second.close(DEADLINE)).clean
+    assert [c.id for c in profiles.containers(name)] == [container.id], "the same container, still kept"
+
+
+# --- failure -------------------------------------------------------------------------------------
+
+KILL_WORKER = """
+import os, signal, sys
+pattern = sys.argv[1]
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"wuu.worker" in argv and (not pattern or pattern.encode() in argv):
+        os.kill(int(pid), signal.SIGKILL)
+        print("killed", pid, b" ".join(argv).decode())
+"""
+
+
+@pytest.mark.parametrize(
+    ("persistent", "pattern"),
+    [(False, ""), (True, "serve")],
+    ids=["stdio-worker", "persistent-worker"],
+)
+async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget(
+    profiles: Profiles, persistent: bool, pattern: str
+) -> None:
+    budget_ms = 5000
+    name = profiles.add("killed", persistent=persistent, shutdown_timeout_ms=budget_ms)
+    client = await profiles.connect(name)
+    await ok(client, "initialize", binding())
+    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "60"])))
+    await asyncio.sleep(1.0)
+    assert not pending.done(), pending
+    [container] = profiles.containers(name)
+    killed = container.exec_run(["python3", "-c", KILL_WORKER, pattern])
+    assert killed.exit_code == 0 and b"killed" in killed.output, killed
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(pending, budget_ms / 1000 + 5)
+    assert time.monotonic() - started < budget_ms / 1000 + 5
+    outcome = await client.close(budget_ms / 1000 + 5)
+    assert not outcome.killed, "the adapter ended by itself, within its budget"
+    if persistent:
+        # The relay saw its worker go; the retained container stays for the next connection.
+        assert outcome.returncode == 0, outcome
+    else:
+        # The worker's death is a failed cleanup: reported, and the container kept for inspection.
+        assert outcome.returncode == 1, outcome
+        assert b"exited with status 137" in outcome.stderr and b"kept" in outcome.stderr, outcome.stderr
+        assert len(profiles.containers(name)) == 1
+
+
+async def test_the_profile_user_runs_the_worker_and_owns_the_workspace(profiles: Profiles) -> None:
+    client = await profiles.connect(profiles.add("user", user="1234:2345"))
+    try:
+        await ok(client, "initialize", binding())
+        ids = await run(client, "import os; print(os.getuid(), os.getgid())")
+        assert ids["output"] == "1234 2345\n", ids
+        written = await ok(client, "execute", tool("write_file", path="mine.txt", content="x"))
+        assert not written["is_error"], written
+        owner = await run(client, "import os; s = os.stat('/workspace/mine.txt'); print(s.st_uid, s.st_gid)")
+        assert owner["output"] == "1234 2345\n", owner
+    finally:
+        assert (await client.close(DEADLINE)).clean
