@@ -1,0 +1,473 @@
+"""The ssh backend against a real OpenSSH server: the conformance suite, host keys, the conversation's
+subdirectory and its retention, reconnects, and a killed worker.
+
+Needs a server from `tools/services/sshd.sh start DIR` and `WUU_SSH_TEST_DIR=DIR` (its service.json
+describes it), and asyncssh. Without them the tests skip, saying why; with WUU_REQUIRE_SSH=1 (CI) they
+fail instead. Every test uses a workspace of its own beneath the server's, and conversation ids of its
+own, so they run in parallel and check (and clean up) only their own directories.
+
+The "remote machine" is this machine through sshd, so the tests look at the server's workspace
+directly; DIR/host-only is the one place that differs between the two sides (see sshd.sh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wuu.conformance import registry
+from wuu.conformance.runner import run_all
+from wuu.host.client import ConnectionLost, WorkerClient
+from wuu.host.profiles import Profile, parse
+
+REQUIRED = os.environ.get("WUU_REQUIRE_SSH") == "1"
+SERVICE_DIR = os.environ.get("WUU_SSH_TEST_DIR")
+DEADLINE = 30.0
+IDLE_MARGIN = 20.0
+
+
+def _problem(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"WUU_REQUIRE_SSH=1, but {reason}")
+    pytest.skip(reason)
+
+
+@dataclass(frozen=True)
+class Service:
+    """The server of tools/services/sshd.sh."""
+
+    directory: Path
+    profile: dict[str, Any]
+    host_only: Path
+    user: str
+    port: int
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.profile["workspace"])
+
+
+def _unavailable() -> str | Service:
+    """The server, or why these tests cannot run here."""
+    try:
+        import asyncssh  # noqa: F401
+    except ImportError:
+        return "asyncssh is not installed (pip install asyncssh)"
+    if not SERVICE_DIR:
+        return "WUU_SSH_TEST_DIR is unset (start a server with `tools/services/sshd.sh start DIR`, then set it to DIR)"
+    description = Path(SERVICE_DIR) / "service.json"
+    try:
+        found = json.loads(description.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        return (
+            f"{description} is not readable ({error}); tools/services/sshd.sh start {SERVICE_DIR} writes it"
+        )
+    service = Service(
+        Path(SERVICE_DIR), found["profile"], Path(found["host_only"]), found["user"], int(found["port"])
+    )
+    try:
+        socket.create_connection(("127.0.0.1", service.port), 5).close()
+    except OSError as error:
+        return f"no SSH server answers on 127.0.0.1:{service.port} ({error}); is sshd.sh running?"
+    return service
+
+
+@pytest.fixture(scope="module")
+def service() -> Service:
+    """The server, or a skip (a failure with WUU_REQUIRE_SSH=1) saying what is missing."""
+    found = _unavailable()
+    if isinstance(found, str):
+        _problem(found)
+    assert isinstance(found, Service)
+    return found
+
+
+@pytest.fixture
+def backend() -> Any:
+    """The backend module (asyncssh is an optional dependency)."""
+    try:
+        from wuu.host.backends import ssh
+    except ImportError as error:
+        _problem(f"the ssh backend cannot be imported: {error}")
+    return ssh
+
+
+class Profiles:
+    """A configuration file of ssh profiles for one test, all with one workspace of the test's own."""
+
+    def __init__(self, service: Service, directory: Path) -> None:
+        self.service = service
+        self.path = directory / "config.json"
+        self.workspace = service.workspace / f"t-{uuid.uuid4().hex[:10]}"
+        self.profiles: dict[str, dict[str, Any]] = {}
+
+    def add(self, name: str, **settings: Any) -> str:
+        self.profiles[name] = {**self.service.profile, "workspace": str(self.workspace), **settings}
+        document = {"execution_environments": {"profiles": self.profiles}}
+        self.path.write_text(json.dumps(document), encoding="utf-8")
+        return name
+
+    def profile(self, name: str) -> Profile:
+        document = json.loads(self.path.read_text(encoding="utf-8"))
+        return parse(document, str(self.path)).select(name)
+
+    def command(self, name: str) -> list[str]:
+        return [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.path), "--profile", name]
+
+    async def connect(self, name: str, conversation: str | None = None) -> WorkerClient:
+        env = dict(os.environ)
+        env.pop("WUU_CONVERSATION", None)
+        if conversation is not None:
+            env["WUU_CONVERSATION"] = conversation
+        return await WorkerClient.spawn(self.command(name), env=env)
+
+    def subdirectory(self, conversation: str) -> Path:
+        return self.workspace / conversation
+
+    def rundir(self, conversation: str) -> Path:
+        return self.workspace / f".wuu-{conversation}"
+
+
+@pytest.fixture
+def profiles(service: Service, tmp_path: Path) -> Iterator[Profiles]:
+    made = Profiles(service, tmp_path)
+    yield made
+    # The workers of this test's workspace, by their ids (their socket is in it), then the workspace.
+    for pid in processes(str(made.workspace)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(made.workspace, ignore_errors=True)
+
+
+def binding(root: Path | str) -> dict[str, Any]:
+    return {"version": 4, "root": str(root), "session": "ssh-thread"}
+
+
+def tool(name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "tool": name,
+        "call": {"id": "ssh-call", "arguments": json.dumps(arguments)},
+        "actor": {"kind": "agent", "id": "ssh-test"},
+        "permission_mode": "unconfined",
+    }
+
+
+async def ok(client: WorkerClient, method: str, data: dict[str, Any]) -> dict[str, Any]:
+    reply = await asyncio.wait_for(client.request(method, data), DEADLINE)
+    assert "data" in reply, f"{method} failed: {reply}; adapter stderr: {client.stderr!r}"
+    result: dict[str, Any] = reply["data"]
+    return result
+
+
+def processes(*needles: str) -> list[int]:
+    """The pids of this machine's processes whose command line has every one of `needles` as an argument
+    or in one (the server is this machine: its processes are ours to see)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if all(any(needle in arg for arg in argv) for needle in needles):
+            found.append(int(entry.name))
+    return found
+
+
+async def until(predicate: Any, what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+# --- the frame rewrite and the profile's settings (no server needed) ----------------------------------
+
+
+def test_only_an_initialize_of_the_workspace_is_bound_to_the_conversation(backend: Any) -> None:
+    rewrite = backend._Binding("/srv/ws/", "/srv/ws/c1")
+    initialize = {"id": "1", "method": "initialize", "token": "t", "data": binding("/srv/ws")}
+    line = json.dumps(initialize).encode() + b"\n"
+    out = json.loads(rewrite.feed(line))
+    assert out == {**initialize, "data": {**initialize["data"], "root": "/srv/ws/c1"}}
+    # The same every time (an equal re-initialize stays equal), also for `/srv/ws/`, and split anywhere.
+    again = json.dumps({**initialize, "data": binding("/srv/ws/")}).encode() + b"\n"
+    pieces = [again[:7], again[7:40], again[40:] + line[:10], line[10:]]
+    joined = b"".join(rewrite.feed(piece) for piece in pieces)
+    first, second = joined.splitlines()
+    assert json.loads(first)["data"]["root"] == json.loads(second)["data"]["root"] == "/srv/ws/c1"
+    # Other roots, other methods, malformed frames: byte for byte as they came.
+    for frame in (
+        json.dumps({**initialize, "data": binding("/elsewhere/root")}).encode(),
+        json.dumps({**initialize, "data": binding("relative")}).encode(),
+        json.dumps({"id": "2", "method": "execute", "token": "t", "data": {"root": "/srv/ws"}}).encode(),
+        b'{"method": "initialize", "data": ',
+        b"not json at all",
+    ):
+        assert rewrite.feed(frame + b"\n") == frame + b"\n"
+    assert rewrite.feed(b'{"id": "3"') == b""
+    assert rewrite.flush() == b'{"id": "3"'
+
+
+def test_the_conversation_id_comes_from_the_host_or_is_made(backend: Any, tmp_path: Path) -> None:
+    settings = {
+        "backend": "ssh",
+        "host": "someone@example.org",
+        "workspace": "/srv/ws",
+    }
+    document = {
+        "execution_environments": {"profiles": {"plain": settings, "kept": {**settings, "persistent": True}}}
+    }
+    configuration = parse(document)
+    plain, kept = configuration.select("plain"), configuration.select("kept")
+    given = backend.SshEnvironment(plain, {"WUU_CONVERSATION": "conv-1"})
+    assert (given.subdirectory, given.user, given.host) == ("/srv/ws/conv-1", "someone", "example.org")
+    assert given.socket == "/srv/ws/.wuu-conv-1/worker.sock"
+    made = {backend.SshEnvironment(plain, {}).conversation for _ in range(3)}
+    assert len(made) == 3, "a fresh conversation for every connection of a non-persistent profile"
+    stable = {backend.SshEnvironment(kept, {}).conversation for _ in range(3)}
+    assert len(stable) == 1, "one conversation for a persistent profile: a reconnect finds its worker"
+    for bad in ("", "../up", "a/b", ".hidden", "x" * 65):
+        with pytest.raises(backend.ProfileError, match="WUU_CONVERSATION"):
+            backend.SshEnvironment(plain, {"WUU_CONVERSATION": bad})
+    deep = parse(
+        {"execution_environments": {"profiles": {"deep": {**settings, "workspace": "/" + "d" * 100}}}}
+    ).select("deep")
+    with pytest.raises(backend.ProfileError, match="longer than 107 bytes"):
+        backend.SshEnvironment(deep, {"WUU_CONVERSATION": "c"})
+
+
+# --- the conformance suite -----------------------------------------------------------------------
+
+
+async def test_the_conformance_suite_passes_through_the_ssh_backend(
+    service: Service, profiles: Profiles, monkeypatch: pytest.MonkeyPatch, record_property: Any
+) -> None:
+    # Short-lived workers: each case's worker (and its subdirectory) is gone soon after its case.
+    lifetime = 3
+    name = profiles.add("conformance", lifetime_seconds=lifetime)
+    # The cases' roots go beneath DIR/host-only: paths that exist only on the host's side, like a
+    # remote machine's (the worker creates its own at the same paths, on the server's side).
+    monkeypatch.setattr(tempfile, "tempdir", str(service.host_only))
+    # Every case is a conversation of its own (the backend makes a fresh id for each connection).
+    monkeypatch.delenv("WUU_CONVERSATION", raising=False)
+    cases = list(registry.all_cases().values())
+    started = time.monotonic()
+    results = await run_all(cases, profiles.command(name), jobs=2, timeout=30)
+    elapsed = time.monotonic() - started
+    record_property("ssh_conformance_seconds", round(elapsed, 1))
+    print(f"\nconformance through ssh: {len(results)} cases in {elapsed:.1f} s")
+    failures = [result for result in results if result.counts_as_failure]
+    report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)
+    assert not failures, f"{len(failures)} of {len(results)} cases failed through ssh:\n{report}"
+    # Every case's conversation had its subdirectory, removed once its worker's idle timeout passed.
+    await until(
+        lambda: not any(profiles.workspace.iterdir()),
+        f"every conversation's directories in {profiles.workspace} to go",
+        lifetime + IDLE_MARGIN,
+    )
+
+
+# --- host keys -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("known", ["changed", "unknown"])
+async def test_a_host_key_that_is_not_known_is_refused_with_how_to_verify_it(
+    service: Service, profiles: Profiles, backend: Any, tmp_path: Path, known: str
+) -> None:
+    import asyncssh
+
+    known_hosts = tmp_path / "known_hosts"
+    if known == "changed":
+        other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+        known_hosts.write_text(f"[127.0.0.1]:{service.port} {other}\n", encoding="utf-8")
+    else:
+        known_hosts.write_text("", encoding="utf-8")
+    name = profiles.add("wrong-key", known_hosts_file=str(known_hosts))
+    with pytest.raises(backend.SshUnavailable) as refused:
+        await backend.SshEnvironment(profiles.profile(name), {"WUU_CONVERSATION": "key"}).start()
+    message = str(refused.value)
+    assert f"host key of {service.user}@127.0.0.1 port {service.port}" in message, message
+    assert f"is not in {known_hosts}" in message and "refused" in message, message
+    assert f"ssh -p {service.port} -o UserKnownHostsFile={known_hosts}" in message, message
+    assert "check the fingerprint" in message, message
+
+    # Through the adapter: the host gets no worker, and the adapter says why, on stderr.
+    client = await profiles.connect(name, "key")
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(client.request("initialize", binding(profiles.workspace)), DEADLINE)
+    outcome = await client.close(DEADLINE)
+    assert outcome.returncode == 2 and not outcome.killed, outcome
+    assert b"wuu-host: profile 'wrong-key': the host key of" in outcome.stderr, outcome.stderr
+    assert not profiles.workspace.exists(), "nothing was created on a server that was not verified"
+
+
+# --- the conversation's subdirectory and retention ----------------------------------------------------
+
+
+async def test_the_subdirectory_is_the_root_and_is_removed_after_the_idle_timeout(profiles: Profiles) -> None:
+    lifetime = 2
+    name = profiles.add("ephemeral", lifetime_seconds=lifetime)
+    conversation = f"c-{uuid.uuid4().hex[:8]}"
+    subdirectory, rundir = profiles.subdirectory(conversation), profiles.rundir(conversation)
+    client = await profiles.connect(name, conversation)
+    try:
+        await ok(client, "initialize", binding(profiles.workspace))
+        written = await ok(client, "execute", tool("write_file", path="made.txt", content="x"))
+        assert not written["is_error"], written
+        where = await ok(client, "execute", tool("exec_command", argv=["sh", "-c", "pwd; id -un"]))
+        assert where["output"].splitlines() == [str(subdirectory), profiles.service.user], where
+    finally:
+        outcome = await client.close(DEADLINE)
+    assert outcome.clean, outcome
+    # The worker's files are beside the root, never in it.
+    assert sorted(path.name for path in subdirectory.iterdir()) == ["made.txt"]
+    assert (rundir / "worker.sock").is_socket(), "the detached worker waits for a reconnect"
+    sock = str(rundir / "worker.sock")
+    assert len(processes(sock, "serve")) == 1, "one detached worker"
+    await until(
+        lambda: not subdirectory.exists() and not rundir.exists(),
+        "the subdirectory's removal after the idle timeout",
+        lifetime + IDLE_MARGIN,
+    )
+    assert not processes(sock, "serve"), "the worker exited"
+
+
+async def test_a_persistent_workspace_outlives_its_worker(profiles: Profiles) -> None:
+    lifetime = 2
+    name = profiles.add("kept", persistent=True, lifetime_seconds=lifetime)
+    conversation = f"k-{uuid.uuid4().hex[:8]}"
+    subdirectory, rundir = profiles.subdirectory(conversation), profiles.rundir(conversation)
+    client = await profiles.connect(name, conversation)
+    try:
+        await ok(client, "initialize", binding(profiles.workspace))
+        await ok(client, "execute", tool("write_file", path="kept.txt", content="still here"))
+    finally:
+        assert (await client.close(DEADLINE)).clean
+    sock = str(rundir / "worker.sock")
+    assert processes(sock, "serve"), "the detached worker runs"
+    await until(
+        lambda: not processes(sock, "serve"),
+        "the worker's exit after its idle timeout",
+        lifetime + IDLE_MARGIN,
+    )
+    await asyncio.sleep(0.5)  # a non-persistent worker's directories would be removed by now
+    assert (subdirectory / "kept.txt").read_text(encoding="utf-8") == "still here"
+
+    # A later connection that requires the retained workspace binds the same subdirectory (a new worker).
+    again = await profiles.connect(name, conversation)
+    try:
+        await ok(again, "initialize", {**binding(profiles.workspace), "require_existing_workspace": True})
+        read = await ok(again, "execute", tool("read_file", path="kept.txt"))
+        assert "still here" in read["output"], read
+    finally:
+        assert (await again.close(DEADLINE)).clean
+    # Retained state that is missing is an error, never silently an empty workspace.
+    missing = await profiles.connect(name, f"m-{uuid.uuid4().hex[:8]}")
+    try:
+        reply = await asyncio.wait_for(
+            missing.request(
+                "initialize", {**binding(profiles.workspace), "require_existing_workspace": True}
+            ),
+            DEADLINE,
+        )
+        assert reply.get("error", "").startswith("workspace_missing"), reply
+    finally:
+        assert (await missing.close(DEADLINE)).clean
+
+
+async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: Profiles) -> None:
+    lifetime = 10
+    name = profiles.add("persistent", persistent=True, lifetime_seconds=lifetime)
+    conversation = f"p-{uuid.uuid4().hex[:8]}"
+    first = await profiles.connect(name, conversation)
+    await ok(first, "initialize", binding(profiles.workspace))
+    start = {
+        "argv": ["sh", "-c", "echo started; exec sleep 300"],
+        "permission_mode": "unconfined",
+        "operation_id": "op-ssh",
+    }
+    record = await ok(first, "process/start", start)
+    assert (await first.close(DEADLINE)).clean
+    sock = str(profiles.rundir(conversation) / "worker.sock")
+    [worker] = processes(sock, "serve")
+
+    second = await profiles.connect(name, conversation)
+    try:
+        await ok(second, "initialize", binding(profiles.workspace))
+        listed = (await ok(second, "process/list", {}))["processes"]
+        assert [(p["id"], p["status"], p["operation_id"]) for p in listed] == [
+            (record["id"], "running", "op-ssh")
+        ]
+        output = await ok(second, "process/read", {"Process": record["id"], "Wait": 5_000_000_000})
+        assert "started" in json.dumps(output), output
+        assert (await ok(second, "process/stop", {"id": record["id"]}))["status"] == "stopped"
+    finally:
+        assert (await second.close(DEADLINE)).clean
+    assert processes(sock, "serve") == [worker], "the same worker served both connections"
+
+
+# --- failure -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["serve", "attach"], ids=["detached-worker", "relay"])
+async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget(
+    profiles: Profiles, target: str
+) -> None:
+    budget_ms = 5000
+    name = profiles.add("killed", shutdown_timeout_ms=budget_ms, lifetime_seconds=30)
+    conversation = f"x-{uuid.uuid4().hex[:8]}"
+    sock = str(profiles.rundir(conversation) / "worker.sock")
+    client = await profiles.connect(name, conversation)
+    await ok(client, "initialize", binding(profiles.workspace))
+    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "60"])))
+    await asyncio.sleep(1.0)
+    assert not pending.done(), pending
+    [pid] = processes(sock, target)
+    os.kill(pid, signal.SIGKILL)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(pending, budget_ms / 1000 + 5)
+    assert time.monotonic() - started < budget_ms / 1000 + 5
+    outcome = await client.close(budget_ms / 1000 + 5)
+    assert not outcome.killed, "the adapter ended by itself, within its budget"
+    if target == "attach":
+        # The relay's death is a failed shutdown, and says what happened.
+        assert outcome.returncode == 1, outcome
+        assert b"the worker's relay on 127.0.0.1 was killed by SIGKILL" in outcome.stderr, outcome.stderr
+        worker = processes(sock, "serve")
+        assert worker, "the detached worker itself lives on"
+        for pid in worker:
+            os.kill(pid, signal.SIGKILL)
+    else:
+        # The relay saw its worker go and ended cleanly; the killed worker's directories are kept.
+        assert outcome.returncode == 0, outcome
+        assert profiles.subdirectory(conversation).is_dir()
+    # The command the killed worker left behind is ours to end (its cwd is the conversation's root).
+    for pid in processes("sleep", "60"):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cwd").resolve() == profiles.subdirectory(conversation):
+                os.kill(pid, signal.SIGKILL)
+    # A next connection gets a new worker in place of the dead one.
+    again = await profiles.connect(name, conversation)
+    try:
+        await ok(again, "initialize", binding(profiles.workspace))
+        assert (await ok(again, "process/list", {}))["processes"] == []
+    finally:
+        assert (await again.close(DEADLINE)).clean
