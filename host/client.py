@@ -291,6 +291,10 @@ class WorkerClient(WorkerClientMethods):
                     break
                 except asyncio.LimitOverrunError:
                     reason = f"the worker sent a frame over {WORKER_MAX_FRAME_BYTES} bytes"
+                    self._lose(reason)
+                    # Keep its pipe flowing until it ends, or a killed worker never finishes closing it.
+                    while await self._stdout.read(1 << 20):
+                        pass
                     break
                 self.transcript.received(line)
                 problem = self._route(line)
