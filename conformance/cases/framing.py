@@ -87,16 +87,20 @@ async def _malformed(
     """Send a malformed frame with a long request in flight: no reply to it, the request drained, the end.
 
     Checks that the adapter exits, that every reply names a request sent before, at most once,
-    and that the long request's terminal reply, if one came, is `cancelled`.
+    that the long request's terminal reply, if one came, is `cancelled`, and (where the root is on this
+    machine) that cleanup ran: the root, bound with remove_workspace_on_exit, is gone.
     """
     if not initialized:
-        await s.initialize()
+        await s.initialize(remove_workspace_on_exit=True)
+    cleanup_visible = not initialized and s.root.is_dir()
     slow = await _long_request(s)
     sent = _sent_ids(s)
     with contextlib.suppress(ConnectionLost):  # the adapter may stop reading inside the frame
         await s.client.send_bytes(payload)
     await s.expect_exit(f"a frame that is {what}")
     await s.client.close(budget=s.timeout)  # the rest of the adapter's output, up to EOF
+    if cleanup_visible:
+        s.expect(not s.root.exists(), f"after a frame that is {what}, the adapter exited without its cleanup")
     answered: dict[str, int] = {}
     for frame in _received_frames(s):
         if "id" not in frame or "method" in frame:

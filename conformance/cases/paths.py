@@ -233,11 +233,13 @@ async def unconfined(s: Session) -> None:
     else:
         # Through the wire: an unconfined write beside the root. The OS may refuse it (a remote root whose
         # parent the adapter cannot write); the boundary may not.
-        for path, text in ((out / "secret.txt", SECRET), (out / "sub" / "inner.txt", "inner")):
-            reply = await run(s, "write_file", "unconfined", path=str(path), content=text, create_dirs=True)
+        for destination, text in ((out / "secret.txt", SECRET), (out / "sub" / "inner.txt", "inner")):
+            reply = await run(
+                s, "write_file", "unconfined", path=str(destination), content=text, create_dirs=True
+            )
             if code_of(reply) in ("permission_denied", "not_found"):
                 s.skip(f"the adapter's OS does not let it write beside its root: {answer(reply)}")
-            tool_result(s, "write_file", "unconfined", {"path": str(path)}, reply)
+            tool_result(s, "write_file", "unconfined", {"path": str(destination)}, reply)
     links = {
         "file-abs": str(out / "secret.txt"),
         "file-rel": "../outside/secret.txt",
@@ -264,10 +266,10 @@ async def unconfined(s: Session) -> None:
     await expect_contents(s, "../root/in.txt", "inside", "read as ../root/in.txt", mode="unconfined")
     for path in directories:
         listing = await result(s, "list_dir", "unconfined", path=path)
-        entries = [(entry["path"], entry["type"]) for entry in listing["metadata"]["entries"]]
+        listed = [(entry["path"], entry["type"]) for entry in listing["metadata"]["entries"]]
         s.expect(
-            entries == [("secret.txt", "file"), ("sub", "directory")],
-            f"list_dir {path} in unconfined listed {entries}",
+            listed == [("secret.txt", "file"), ("sub", "directory")],
+            f"list_dir {path} in unconfined listed {listed}",
         )
     # Writes and edits land outside.
     data = await result(s, "write_file", "unconfined", path="../outside/written.txt", content="w")

@@ -184,7 +184,7 @@ async def long_poll(s: Session) -> None:
     )
 
 
-@case("read.timed-out")
+@case("read.timed-out", "read.long-poll")
 async def timed_out(s: Session) -> None:
     """A silent process's read with Wait 0.3 s times out: TimedOut, no Output, Duration >= 3e8 ns.
 

@@ -460,10 +460,10 @@ async def list_dir(s: Session) -> None:
     # Symlinks are listed as such, not followed (where a symlink can be set up).
     if await make_symlink(s, "b/d/link", "../c.txt", await local_root(s)):
         data = await result(s, "list_dir", path="b/d")
-        actual = [(entry["path"], entry["type"]) for entry in data["metadata"]["entries"]]
+        listed = [(entry["path"], entry["type"]) for entry in data["metadata"]["entries"]]
         s.expect(
-            actual == [("e.txt", f), ("link", "symlink")],
-            f"list_dir of a directory with a symlink listed {actual}",
+            listed == [("e.txt", f), ("link", "symlink")],
+            f"list_dir of a directory with a symlink listed {listed}",
         )
         s.expect(data["output"].splitlines() == ["e.txt", "link"], f"list_dir printed {data['output']!r}")
 
@@ -473,7 +473,7 @@ async def not_found(s: Session) -> None:
     """Missing files and directories get not_found from every file tool."""
     await s.initialize()
     await put(s, "present/file.txt", "x")
-    for tool, arguments in [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("read_file", {"path": "missing.txt"}),
         ("read_file", {"path": "missing/file.txt"}),
         ("read_file", {"path": "present/missing.txt"}),
@@ -482,7 +482,8 @@ async def not_found(s: Session) -> None:
         ("list_dir", {"path": "present/missing", "depth": 3}),
         ("edit_file", {"path": "missing.txt", "old_string": "a", "new_string": "b"}),
         ("write_file", {"path": "missing/file.txt", "content": "x"}),
-    ]:
+    ]
+    for tool, arguments in calls:
         await refused(s, "not_found", tool, **arguments)
     await expect_missing(s, "missing.txt", "after edit_file of the missing file")
 
