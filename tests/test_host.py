@@ -233,3 +233,12 @@ async def test_a_worker_killed_mid_request_is_a_clear_error_not_a_hang(tmp_path:
     outcome = await client.close(budget=DEADLINE)
     assert outcome.returncode == 1
     assert b"the worker exited with status -9" in outcome.stderr
+
+
+def test_the_readmes_profiles_are_valid() -> None:
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Execution environments", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    configuration = parse(json.loads(block), "README.md")
+    backends = {profile.backend for profile in configuration.profiles.values()}
+    assert backends == {"local", "command", "docker", "ssh"}
+    assert configuration.select().name == "isolated"
