@@ -38,6 +38,8 @@ class WireModel(BaseModel):
         serialize_by_alias=True,
         # The jsonschema validators use Python `re`; the models must agree with them on every pattern.
         regex_engine="python-re",
+        # Most processes use a few of the spec's models: build each one's validator when first used.
+        defer_build=True,
     )
 
     # (attribute, wire name, keyword, argument) for each limit keyword on this model's fields.

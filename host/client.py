@@ -75,15 +75,22 @@ class CloseOutcome:
 
 @dataclass
 class Transcript:
-    """Every frame sent and received, in order, as bytes: a reproducer a person can replay."""
+    """Every frame sent and received, in order: a reproducer a person can replay.
+
+    Each frame keeps its first `keep` bytes, so a long-lived connection's record stays small.
+    """
 
     entries: list[tuple[str, bytes]] = field(default_factory=list)
+    keep: int = 4096
+    enabled: bool = True
 
     def sent(self, data: bytes) -> None:
-        self.entries.append((">", data))
+        if self.enabled:
+            self.entries.append((">", data[: self.keep]))
 
     def received(self, data: bytes) -> None:
-        self.entries.append(("<", data))
+        if self.enabled:
+            self.entries.append(("<", data[: self.keep]))
 
     def render(self, limit: int = 2000) -> str:
         lines = []
@@ -104,10 +111,12 @@ class WorkerClient(WorkerClientMethods):
         token: str,
         tool_invoker: ToolInvoker | None = None,
         process: asyncio.subprocess.Process | None = None,
+        record: bool = True,
     ) -> None:
+        """`record`: keep a transcript of the frames (for reproducers); off for long-lived connections."""
         self.process = process
         self.token = token
-        self.transcript = Transcript()
+        self.transcript = Transcript(enabled=record)
         self._stdin = writer
         self._stdout = reader
         self._tool_invoker = tool_invoker
@@ -129,6 +138,7 @@ class WorkerClient(WorkerClientMethods):
         cwd: str | os.PathLike[str] | None = None,
         token: str | None = None,
         tool_invoker: ToolInvoker | None = None,
+        record: bool = True,
     ) -> WorkerClient:
         """Start an adapter command and connect to its stdin/stdout."""
         process = await asyncio.create_subprocess_exec(
@@ -147,6 +157,7 @@ class WorkerClient(WorkerClientMethods):
             token=token or secrets.token_hex(16),
             tool_invoker=tool_invoker,
             process=process,
+            record=record,
         )
 
     # --- requests ------------------------------------------------------------------------------

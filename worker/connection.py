@@ -427,6 +427,7 @@ class Connection:
             except OutputClosed as error:
                 log.warning("output failed: %s", error)
                 self._output_closed.set()
+            del data  # a written frame (up to 16 MiB) must not live on until the next one arrives
 
 
 def _available(handler: Any) -> bool:

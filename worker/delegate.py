@@ -113,7 +113,9 @@ class _Peer:
 
     async def initialize(self, params: InitializeParams, context: RequestContext) -> None:
         if self._command is not None:
-            client = await WorkerClient.spawn(self._command, env=self._env, tool_invoker=self._tool_invoke)
+            client = await WorkerClient.spawn(
+                self._command, env=self._env, tool_invoker=self._tool_invoke, record=False
+            )
         else:
             assert self._transport is not None
             client = WorkerClient(
@@ -121,6 +123,7 @@ class _Peer:
                 self._transport.writer,
                 token=secrets.token_hex(16),
                 tool_invoker=self._tool_invoke,
+                record=False,
             )
         self.client = client
         self._relay = asyncio.create_task(self._relay_events(context))

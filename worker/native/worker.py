@@ -343,4 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.action == "attach":
         sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
     else:
+        if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+            # One pidfd per child instead of a waiting thread per child (the default from 3.12 on).
+            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
         asyncio.run(serve_stdio())

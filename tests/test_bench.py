@@ -1,0 +1,68 @@
+"""`make bench` works end to end: a quick run of tools/bench.py reports every figure (no speed assertions:
+the machine is noisy, and speed is what `make bench` itself measures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FIGURES = (
+    "rtt_p50",
+    "rtt_p99",
+    "rtt_p50_wire",
+    "rtt_p99_wire",
+    "pipelined",
+    "pipelined_cpu",
+    "pipelined_wire",
+    "export",
+    "export_reads",
+    "export_wire",
+    "stream",
+    "stream_delivered",
+    "cold_start",
+    "start_exit_unconfined",
+    "start_exit_standard",
+    "export_peak_rss",
+)
+TARGETED = (
+    "rtt_p50",
+    "rtt_p99",
+    "pipelined",
+    "export",
+    "cold_start",
+    "start_exit_unconfined",
+    "start_exit_standard",
+    "export_peak_rss",
+)
+
+
+def test_quick_bench_reports_every_figure(tmp_path: Path) -> None:
+    report_path = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "tools/bench.py", "--quick", "--json", str(report_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(report_path.read_text())
+    assert report["machine"]["nproc"] >= 1
+    assert report["machine"]["python"] == sys.version.split()[0]
+    figures = report["figures"]
+    assert set(figures) == set(FIGURES)
+    for key, figure in figures.items():
+        assert figure["value"] > 0, key
+        assert figure["baseline"] > 0, key
+        assert figure["ratio"] > 0, key
+        assert figure["rounds"]["value"] and figure["rounds"]["baseline"], key
+        assert (figure["target"] is not None) == (key in TARGETED), key
+        assert isinstance(figure["pass"], bool) == (key in TARGETED), key
+    for key, sample in report["samples"].items():
+        assert sample["rounds"] and sample["median"] > 0, key
+    # The table names every figure's verdict.
+    assert "figure" in run.stdout and ("PASS" in run.stdout or "MISS" in run.stdout)

@@ -1,0 +1,59 @@
+"""The benchmarks' baseline: a minimal raw NDJSON echo worker over stdin/stdout (asyncio + orjson).
+
+It speaks only the frame shape of the v4 protocol, none of its rules: every request
+`{"id", "method", "data"}` is answered at once, in order, with `{"id", "data"}`, where `data` is the
+request's own `data` (the driver sends a payload the size of the real worker's reply). One method
+does work: `export/read {path, offset, max_bytes}` answers `{data, eof}` with the base64 of that
+chunk of the file, read and encoded exactly as the native worker's `export/read` does, so the export
+figure compares the native worker with the cost of the same bytes on a bare pipe.
+
+Usage: python tools/bench_echo.py   (run by tools/bench.py; it imports nothing from wuu)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+from typing import Any
+
+import orjson
+
+# The protocol's frame limit (WORKER_MAX_FRAME_BYTES), newline included; asyncio counts it without.
+FRAME_LIMIT = 16 * 1024 * 1024
+
+
+def export_read(data: dict[str, Any]) -> dict[str, Any]:
+    """A chunk of a file as the native worker's `export/read` gives it: opened per read, base64."""
+    path, offset, max_bytes = data["path"], data["offset"], data["max_bytes"]
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        chunk = handle.read(max_bytes)
+        size = os.fstat(handle.fileno()).st_size
+    eof = offset + len(chunk) >= size
+    return {"data": base64.b64encode(chunk).decode("ascii"), "eof": eof}
+
+
+async def serve() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=FRAME_LIMIT - 1)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout.buffer)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError:
+            break
+        frame = orjson.loads(line)
+        data = frame["data"]
+        if frame["method"] == "export/read":
+            data = export_read(data)
+        writer.write(orjson.dumps({"id": frame["id"], "data": data}) + b"\n")
+        await writer.drain()
+    writer.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve())
