@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,21 +99,18 @@ class Session:
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """Send one request and return its checked reply frame."""
-        try:
-            reply = await asyncio.wait_for(
-                self.client.request(method, data, token=token, request_id=request_id), self.timeout
-            )
-        except TimeoutError:
-            raise CaseFailed(f"no reply to {method} within {self.timeout:g} s") from None
-        except ConnectionLost as error:
-            raise CaseFailed(f"the connection ended during {method}: {error}") from None
-        self.check_reply(method, reply)
-        return reply
+        return await self._checked(
+            method, self.client.request(method, data, token=token, request_id=request_id)
+        )
 
     async def wait_reply(self, method: str, waiter: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
         """The checked reply of a request sent by hand (`client.expect_reply` + `client.send_frame`)."""
+        return await self._checked(method, asyncio.shield(waiter))
+
+    async def _checked(self, method: str, reply_frame: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+        """The reply, within the timeout and checked against the spec; a missing one fails the case."""
         try:
-            reply = await asyncio.wait_for(asyncio.shield(waiter), self.timeout)
+            reply = await asyncio.wait_for(reply_frame, self.timeout)
         except TimeoutError:
             raise CaseFailed(f"no reply to {method} within {self.timeout:g} s") from None
         except ConnectionLost as error:
