@@ -52,9 +52,7 @@ class Profile:
 
     @property
     def backend(self) -> str:
-        return str(
-            self.settings.backend.value if hasattr(self.settings.backend, "value") else self.settings.backend
-        )
+        return str(self.settings.backend)
 
     def _setting(self, field: str) -> Any:
         value = getattr(self.settings, field, None)

@@ -1430,6 +1430,18 @@ def _snake_case_process_read() -> None:
     _rewrite_replies(rewrite)
 
 
+def _rewrite_read_params(change: Callable[[Any], dict[str, Any]]) -> None:
+    """process/read runs with the parameters `change` returns put over the ones asked."""
+
+    def make(read: Any) -> Any:
+        async def patched(self: ProcessRegistry, params: Any) -> Any:
+            return await read(self, params.model_copy(update=change(params)))
+
+        return patched
+
+    _wrap(ProcessRegistry, "read", make)
+
+
 @mutant(
     "ignores-offset-bytes",
     "reads from the retained start whatever OffsetBytes asks",
@@ -1438,13 +1450,7 @@ def _snake_case_process_read() -> None:
 def _ignores_offset_bytes() -> None:
     """process/read runs as if OffsetBytes were always 0."""
 
-    def make(read: Any) -> Any:
-        async def patched(self: ProcessRegistry, params: Any) -> Any:
-            return await read(self, params.model_copy(update={"offset_bytes": 0}))
-
-        return patched
-
-    _wrap(ProcessRegistry, "read", make)
+    _rewrite_read_params(lambda params: {"offset_bytes": 0})
 
 
 @mutant(
@@ -1469,13 +1475,7 @@ def _never_truncated() -> None:
 def _wait_as_milliseconds() -> None:
     """process/read waits a million times longer than Wait says (ms read as ns)."""
 
-    def make(read: Any) -> Any:
-        async def patched(self: ProcessRegistry, params: Any) -> Any:
-            return await read(self, params.model_copy(update={"wait": params.wait * 1_000_000}))
-
-        return patched
-
-    _wrap(ProcessRegistry, "read", make)
+    _rewrite_read_params(lambda params: {"wait": params.wait * 1_000_000})
 
 
 @mutant(
@@ -1486,13 +1486,7 @@ def _wait_as_milliseconds() -> None:
 def _ignores_wait() -> None:
     """process/read runs as if Wait were always 0 (no long-polling)."""
 
-    def make(read: Any) -> Any:
-        async def patched(self: ProcessRegistry, params: Any) -> Any:
-            return await read(self, params.model_copy(update={"wait": 0}))
-
-        return patched
-
-    _wrap(ProcessRegistry, "read", make)
+    _rewrite_read_params(lambda params: {"wait": 0})
 
 
 @mutant(
@@ -1517,13 +1511,7 @@ def _timed_out_always_false() -> None:
 def _ignores_min_dwell() -> None:
     """process/read runs as if MinDwell were always 0."""
 
-    def make(read: Any) -> Any:
-        async def patched(self: ProcessRegistry, params: Any) -> Any:
-            return await read(self, params.model_copy(update={"min_dwell": 0}))
-
-        return patched
-
-    _wrap(ProcessRegistry, "read", make)
+    _rewrite_read_params(lambda params: {"min_dwell": 0})
 
 
 @mutant(
