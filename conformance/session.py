@@ -16,7 +16,7 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS
 from wuu.generated.models import ErrorCode, ProcessEvent
-from wuu.host.client import ConnectionLost, WorkerClient
+from wuu.worker.client import ConnectionLost, WorkerClient
 
 SESSION_ID = "conformance-thread"
 ERROR_CODES = frozenset(code.value for code in ErrorCode)

@@ -1,5 +1,5 @@
-"""The host side: the typed worker client over the command transport (and, later, profiles and backends)."""
+"""The host side: execution environments (profiles and backends) and the adapter bridge.
 
-from .client import CloseOutcome, ConnectionLost, ProtocolViolation, ReplyError, WorkerClient
-
-__all__ = ["CloseOutcome", "ConnectionLost", "ProtocolViolation", "ReplyError", "WorkerClient"]
+`wuu-host adapter` serves the v4 worker protocol through a profile's backend; the worker protocol's
+client itself is `wuu.worker.client.WorkerClient`.
+"""

@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from wuu.host import WorkerClient
+from wuu.worker.client import WorkerClient
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

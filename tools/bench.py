@@ -64,7 +64,7 @@ from wuu.generated.models import (
     ProcessStartParams,
     ProcessStatus,
 )
-from wuu.host import WorkerClient
+from wuu.worker.client import WorkerClient
 
 ECHO_COMMAND = [sys.executable, str(Path(__file__).resolve().parent / "bench_echo.py")]
 NATIVE_COMMAND = [sys.executable, "-m", "wuu.worker"]

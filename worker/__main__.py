@@ -1,5 +1,5 @@
-"""`python -m wuu.worker`: the native reference worker on stdin/stdout."""
+"""`python -m wuu.worker`: the native reference worker on stdin/stdout (see `wuu.worker.native.cli`)."""
 
-from .native.worker import main
+from .native.cli import main
 
 main()

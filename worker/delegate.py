@@ -36,9 +36,9 @@ from wuu.generated.models import (
     WorkerInfo,
 )
 from wuu.generated.wire import WireModel
-from wuu.host.client import ConnectionLost, ReplyError, WorkerClient
 
 from .backend import ExecutionBackendV4, RequestContext
+from .client import ConnectionLost, ReplyError, WorkerClient
 from .connection import error_code
 from .errors import CleanupFailed, WorkerError
 

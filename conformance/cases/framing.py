@@ -11,7 +11,7 @@ import orjson
 
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_MAX_ID_BYTES, WORKER_TOOLS
-from wuu.host.client import ConnectionLost
+from wuu.worker.client import ConnectionLost
 
 from ..registry import case
 from ..session import CaseSkipped, Session, code_of

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from google.protobuf import message_factory
 from google.protobuf.message import Message
-from specdata import Example, defs, examples
 
 import wuu.generated.pb
+from tests.spec.specdata import Example, defs, examples
 from wuu.generated import protojson
 
 TWINNED_AREAS = {"permissions", "receipts", "userhost", "worker"}

@@ -32,8 +32,8 @@ import pytest
 
 from wuu.conformance import registry
 from wuu.conformance.runner import run_all
-from wuu.host.client import ConnectionLost, WorkerClient
 from wuu.host.profiles import Profile, parse
+from wuu.worker.client import ConnectionLost, WorkerClient
 
 REQUIRED = os.environ.get("WUU_REQUIRE_SSH") == "1"
 SERVICE_DIR = os.environ.get("WUU_SSH_TEST_DIR")

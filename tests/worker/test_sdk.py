@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wuu.generated.models import ToolInvokeParams, ToolResult
-from wuu.host import ConnectionLost, WorkerClient
+from wuu.worker.client import ConnectionLost, WorkerClient
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sdk_worker.py"
 DEADLINE = 20.0

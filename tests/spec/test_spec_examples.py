@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-from specdata import (
+
+from tests.spec.specdata import (
     Example,
     defs,
     examples,
@@ -12,7 +13,6 @@ from specdata import (
     pydantic_error_paths,
     roundtrip,
 )
-
 from wuu.generated import validators
 
 VALID = examples("valid")

@@ -15,9 +15,9 @@ from wuu.conformance.registry import all_cases, requirements, spec_text
 from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
 from wuu.generated.models import RequirementTier
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NATIVE = [sys.executable, "-m", "wuu.worker"]
-DELEGATED = [sys.executable, str(ROOT / "tests" / "fixtures" / "delegating_worker.py")]
+DELEGATED = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "delegating_worker.py")]
 NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
 
 

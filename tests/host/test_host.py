@@ -11,11 +11,10 @@ from typing import Any
 
 import pytest
 
-from wuu.host import WorkerClient
-from wuu.host.client import ConnectionLost
 from wuu.host.profiles import ProfileError, parse
+from wuu.worker.client import ConnectionLost, WorkerClient
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_EXAMPLE = {
     "execution_environments": {
         "default": "isolated",
@@ -32,7 +31,7 @@ SPEC_EXAMPLE = {
         },
     }
 }
-SDK_WORKER = [sys.executable, str(ROOT / "tests" / "fixtures" / "sdk_worker.py")]
+SDK_WORKER = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "sdk_worker.py")]
 NATIVE = [sys.executable, "-m", "wuu.worker"]
 DEADLINE = 20.0
 

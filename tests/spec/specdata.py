@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from tests.helpers import ROOT
 from wuu.generated import models, validators
 
-SPEC = Path(__file__).resolve().parent.parent / "spec"
+SPEC = ROOT / "spec"
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import from_schema
 from pydantic import ValidationError
-from specdata import defs, roundtrip
 
+from tests.spec.specdata import defs, roundtrip
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from wuu.generated.models import ProcessEvent, ProcessEventType
-from wuu.host import WorkerClient
+from wuu.worker.client import WorkerClient
 
 # The commands that start a worker on stdio. Every test runs against every entry, so tests must not depend
 # on the pid (or anything else) of the worker process itself.

@@ -22,7 +22,7 @@ import pytest
 
 from wuu.conformance import registry
 from wuu.conformance.runner import run_all
-from wuu.host.client import ConnectionLost, WorkerClient
+from wuu.worker.client import ConnectionLost, WorkerClient
 
 IMAGE = os.environ.get("WUU_DOCKER_IMAGE", "wuu-execution:local")
 REQUIRED = os.environ.get("WUU_REQUIRE_DOCKER") == "1"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wuu.host import WorkerClient
+from wuu.worker.client import WorkerClient
 
 DEADLINE = 20.0
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from specdata import SPEC
 
+from tests.spec.specdata import SPEC
 from wuu.generated.models import ErrorCode, SensitivePathVector, SensitivePathVectors
 from wuu.worker.errors import WorkerError
 from wuu.worker.native.paths import open_flags_nofollow, resolve

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from wuu.generated.models import ToolInvokeParams, ToolResult
-from wuu.host import WorkerClient
 from wuu.worker import delegate_execution_backend_v4
+from wuu.worker.client import WorkerClient
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DELEGATING = [sys.executable, str(FIXTURES / "delegating_worker.py")]

@@ -1,0 +1,39 @@
+"""`wuu-worker` / `python -m wuu.worker`: the native worker on stdio, or persistent (`serve`, `attach`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..run import run_execution_backend_v4
+from . import daemon
+from .worker import NativeWorker
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the native worker as the command line asks."""
+    parser = argparse.ArgumentParser(prog="wuu-worker", description="The native v4 worker.")
+    commands = parser.add_subparsers(dest="action")
+    for name, text in (
+        ("serve", "serve a persistent worker on a Unix socket until it has been idle for its lifetime"),
+        ("attach", "relay stdio to the persistent worker at the socket, starting it when none runs"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--socket", required=True, help="the Unix socket's path")
+        sub.add_argument(
+            "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
+        )
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.action == "serve":
+        asyncio.run(daemon.serve_socket(Path(args.socket), args.lifetime_seconds))
+    elif args.action == "attach":
+        sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
+    else:
+        if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
+            # One pidfd per child instead of a waiting thread per child (the default from 3.12 on).
+            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
+        asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
