@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from . import report
-from .registry import all_cases, requirements
+from .cases import all_cases
+from .registry import requirements
 from .runner import known_failing, mark_known_failing, run_all, select
 
 

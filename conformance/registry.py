@@ -96,10 +96,3 @@ def case(*requirement_ids: str) -> Callable[[CaseFunction], CaseFunction]:
         return function
 
     return register
-
-
-def all_cases() -> dict[str, Case]:
-    """Every case of the suite (importing the case modules registers them)."""
-    from . import cases  # noqa: F401  (registers the cases)
-
-    return CASES

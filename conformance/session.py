@@ -17,6 +17,7 @@ from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS
 from wuu.generated.models import ErrorCode, ProcessEvent
 from wuu.worker.client import ConnectionLost, WorkerClient
+from wuu.worker.errors import split_error
 
 SESSION_ID = "conformance-thread"
 ERROR_CODES = frozenset(code.value for code in ErrorCode)
@@ -33,7 +34,7 @@ class CaseSkipped(Exception):
 def code_of(reply: Mapping[str, Any]) -> str | None:
     """The error code of a reply frame, or None for a success."""
     error = reply.get("error")
-    return str(error).split(":", 1)[0] if isinstance(error, str) else None
+    return split_error(error)[0] if isinstance(error, str) else None
 
 
 class Session:
@@ -204,7 +205,7 @@ class Session:
 
     def received(self) -> list[bytes]:
         """Every frame received so far, in order."""
-        return [data for direction, data in self.client.transcript.entries if direction == "<"]
+        return self.client.transcript.received_lines()
 
     def events(self) -> list[ProcessEvent]:
         """The process events received and not yet taken."""

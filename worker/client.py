@@ -1,4 +1,4 @@
-"""The typed host client of the v4 worker protocol, over the command transport (a spawned adapter).
+"""The typed host client of the v4 worker protocol: the host's end of a connection, on the peer core.
 
 Every request method of the catalog is a typed coroutine (from the generated `WorkerClientMethods`).
 Cancelling the task awaiting a call sends `cancel` for it. A worker that dies, closes its output or
@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import ValidationError
 
-from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_PROTOCOL_VERSION
+from wuu.generated.catalog import WORKER_PROTOCOL_VERSION
 from wuu.generated.clients import WorkerClientMethods
 from wuu.generated.models import (
     CancelParams,
@@ -35,7 +34,14 @@ from wuu.generated.models import (
 )
 from wuu.generated.wire import WireModel
 
-log = logging.getLogger("wuu.host")
+from .errors import error_code, split_error
+from .framing import Frame, Framing
+from .peer import ConnectionLost, Peer
+from .transcript import Transcript
+
+__all__ = ["CloseOutcome", "ConnectionLost", "ProtocolViolation", "ReplyError", "Transcript", "WorkerClient"]
+
+log = logging.getLogger("wuu.worker.client")
 R = TypeVar("R", bound=WireModel)
 ToolInvoker = Callable[[ToolInvokeParams, str], Awaitable[ToolResult]]
 
@@ -47,13 +53,8 @@ class ReplyError(Exception):
         super().__init__(f"{method}: {wire}")
         self.method = method
         self.wire = wire
-        code = wire.split(":", 1)[0]
-        self.code = ErrorCode(code) if code in ErrorCode._value2member_map_ else ErrorCode.INTERNAL
-        self.raw_code = code
-
-
-class ConnectionLost(Exception):
-    """The connection ended with the call in flight: its outcome is unknown, and it is not retried."""
+        self.code = error_code(wire)
+        self.raw_code, _ = split_error(wire)
 
 
 class ProtocolViolation(Exception):
@@ -73,33 +74,6 @@ class CloseOutcome:
         return self.returncode == 0 and not self.killed
 
 
-@dataclass
-class Transcript:
-    """Every frame sent and received, in order: a reproducer a person can replay.
-
-    Each frame keeps its first `keep` bytes, so a long-lived connection's record stays small.
-    """
-
-    entries: list[tuple[str, bytes]] = field(default_factory=list)
-    keep: int = 4096
-    enabled: bool = True
-
-    def sent(self, data: bytes) -> None:
-        if self.enabled:
-            self.entries.append((">", data[: self.keep]))
-
-    def received(self, data: bytes) -> None:
-        if self.enabled:
-            self.entries.append(("<", data[: self.keep]))
-
-    def render(self, limit: int = 2000) -> str:
-        lines = []
-        for direction, data in self.entries:
-            text = data.decode("utf-8", "replace").rstrip("\n")
-            lines.append(f"{direction} {text[:limit]}{' ...' if len(text) > limit else ''}")
-        return "\n".join(lines)
-
-
 class WorkerClient(WorkerClientMethods):
     """A connection to one worker: a spawned process (`spawn`) or any attached pair of streams."""
 
@@ -112,21 +86,29 @@ class WorkerClient(WorkerClientMethods):
         tool_invoker: ToolInvoker | None = None,
         process: asyncio.subprocess.Process | None = None,
         record: bool = True,
+        framing: Framing | None = None,
     ) -> None:
-        """`record`: keep a transcript of the frames (for reproducers); off for long-lived connections."""
+        """`record`: keep a transcript of the frames (for reproducers); off for long-lived connections.
+
+        `reader` must admit a whole frame (`framing.reader_limit()`).
+        """
         self.process = process
         self.token = token
         self.transcript = Transcript(enabled=record)
-        self._stdin = writer
-        self._stdout = reader
         self._tool_invoker = tool_invoker
-        self._ids = itertools.count(1)
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._events: asyncio.Queue[ProcessEvent | None] = asyncio.Queue()
         self._tasks: set[asyncio.Future[None]] = set()
         self._stderr = bytearray()
-        self.lost: str | None = None
-        self._reader = asyncio.create_task(self._read_loop())
+        self._peer = Peer(
+            reader,
+            writer,
+            self,
+            remote="the worker",
+            id_prefix="h",
+            framing=framing,
+            transcript=self.transcript,
+        )
+        self._reader = asyncio.create_task(self._read())
         self._stderr_reader = asyncio.create_task(self._read_stderr())
 
     @classmethod
@@ -141,6 +123,7 @@ class WorkerClient(WorkerClientMethods):
         record: bool = True,
     ) -> WorkerClient:
         """Start an adapter command and connect to its stdin/stdout."""
+        framing = Framing()
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -148,7 +131,7 @@ class WorkerClient(WorkerClientMethods):
             stderr=asyncio.subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            limit=WORKER_MAX_FRAME_BYTES,
+            limit=framing.stream_limit,
         )
         assert process.stdin is not None and process.stdout is not None
         return cls(
@@ -158,12 +141,19 @@ class WorkerClient(WorkerClientMethods):
             tool_invoker=tool_invoker,
             process=process,
             record=record,
+            framing=framing,
         )
+
+    @property
+    def lost(self) -> str | None:
+        """Why the connection ended; None while it is open."""
+        return self._peer.lost
 
     # --- requests ------------------------------------------------------------------------------
 
     def next_id(self) -> str:
-        return f"h{next(self._ids)}"
+        """A request id not used before on this connection."""
+        return self._peer.next_id()
 
     async def call(self, method: str, params: WireModel, result: type[R]) -> R:
         """Send one request and decode its result; ReplyError on an error reply."""
@@ -177,15 +167,21 @@ class WorkerClient(WorkerClientMethods):
                 f"{method}: the result does not follow {result.__name__}: {error}"
             ) from None
 
-    async def request(
+    def begin(
         self, method: str, data: Mapping[str, Any], *, request_id: str | None = None, token: str | None = None
-    ) -> dict[str, Any]:
-        """Send a request frame and return the reply frame. Cancelling the caller sends `cancel`."""
+    ) -> asyncio.Future[Frame]:
+        """Send a request frame; a future for its reply frame (ConnectionLost if the connection ends first)."""
         frame_id = request_id or self.next_id()
-        waiter = self.expect_reply(frame_id)
-        await self.send_frame(
+        return self._peer.request(
             {"id": frame_id, "method": method, "token": token or self.token, "data": dict(data)}
         )
+
+    async def request(
+        self, method: str, data: Mapping[str, Any], *, request_id: str | None = None, token: str | None = None
+    ) -> Frame:
+        """Send a request frame and return the reply frame. Cancelling the caller sends `cancel`."""
+        frame_id = request_id or self.next_id()
+        waiter = self.begin(method, data, request_id=frame_id, token=token)
         try:
             return await asyncio.shield(waiter)
         except asyncio.CancelledError:
@@ -203,37 +199,19 @@ class WorkerClient(WorkerClientMethods):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def expect_reply(self, frame_id: str) -> asyncio.Future[dict[str, Any]]:
-        """A future for the reply to `frame_id` (for callers that send frames themselves)."""
-        if self.lost is not None:
-            raise ConnectionLost(self.lost)
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[frame_id] = waiter
-        waiter.add_done_callback(self._forget(frame_id))
-        return waiter
-
-    def _forget(self, frame_id: str) -> Callable[[asyncio.Future[dict[str, Any]]], None]:
-        def done(waiter: asyncio.Future[dict[str, Any]]) -> None:
-            self._pending.pop(frame_id, None)
-            if not waiter.cancelled():
-                waiter.exception()  # a reply nobody awaits (a cancelled call) is not an unhandled error
-
-        return done
+    def expect_reply(self, frame_id: str) -> asyncio.Future[Frame]:
+        """A future for the reply to `frame_id`, for a request sent by hand (`send_frame`, `send_bytes`)."""
+        return self._peer.expect_reply(frame_id)
 
     async def send_frame(self, frame: Mapping[str, Any]) -> None:
-        await self.send_bytes(orjson.dumps(dict(frame)) + b"\n")
+        """Send one frame as it is (encoded, within the frame limit) and wait until it is written."""
+        await self.send_bytes(self._peer.framing.encode(dict(frame)))
 
     async def send_bytes(self, data: bytes) -> None:
-        """Write raw bytes to the worker (for tests of malformed input)."""
+        """Write raw bytes to the worker (for tests of malformed input); ConnectionLost if it stopped reading."""
         if self.lost is not None:
             raise ConnectionLost(self.lost)
-        self.transcript.sent(data)
-        try:
-            self._stdin.write(data)
-            await self._stdin.drain()
-        except (ConnectionError, RuntimeError) as error:
-            self._lose(f"writing to the worker failed: {error}")
-            raise ConnectionLost(self.lost or "") from None
+        await self._peer.send_bytes(data)
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         result = await super().initialize(params)
@@ -247,7 +225,7 @@ class WorkerClient(WorkerClientMethods):
             InitializeParams(version=WORKER_PROTOCOL_VERSION, root=root, session=session, **binding)
         )
 
-    # --- events and callbacks ------------------------------------------------------------------
+    # --- events and callbacks (the Endpoint of the peer) ----------------------------------------
 
     async def events(self) -> AsyncIterator[ProcessEvent]:
         """The `process/event` notifications, in order, until the connection ends."""
@@ -265,18 +243,35 @@ class WorkerClient(WorkerClientMethods):
             found.append(event)
         return found
 
-    async def _answer_callback(self, frame: dict[str, Any]) -> None:
-        frame_id, parent = frame["id"], frame.get("parent")
+    def on_notification(self, method: str, frame: Frame) -> str | None:
+        if method != "process/event":
+            return f"unexpected notification {method!r}"
         try:
-            if parent not in self._pending:
+            self._events.put_nowait(
+                ProcessEvent.model_validate_json(orjson.dumps(frame.get("data")), strict=True)
+            )
+        except ValidationError as error:
+            return f"process/event: {error.errors()[0]['msg']}"
+        return None
+
+    def on_request(self, frame_id: str, method: str, frame: Frame) -> str | None:
+        if method != "tool/invoke":
+            return f"unexpected method {method!r}"
+        self._background(self._answer_callback(frame_id, frame))
+        return None
+
+    async def _answer_callback(self, frame_id: str, frame: Frame) -> None:
+        parent = frame.get("parent")
+        try:
+            if not isinstance(parent, str) or not self._peer.in_flight(parent):
                 raise ReplyError(
                     "tool/invoke", f"{ErrorCode.PARENT_NOT_LIVE.value}: request {parent} is not live"
                 )
             if self._tool_invoker is None:
                 raise ReplyError("tool/invoke", f"{ErrorCode.UNSUPPORTED_METHOD.value}: tool/invoke")
             params = ToolInvokeParams.model_validate_json(orjson.dumps(frame.get("data")), strict=True)
-            result = await self._tool_invoker(params, str(parent))
-            reply: dict[str, Any] = {"id": frame_id, "data": result.to_wire()}
+            result = await self._tool_invoker(params, parent)
+            reply: Frame = {"id": frame_id, "data": result.to_wire()}
         except ReplyError as error:
             reply = {"id": frame_id, "error": error.wire}
         except ValidationError as error:
@@ -285,78 +280,22 @@ class WorkerClient(WorkerClientMethods):
                 "error": f"{ErrorCode.INVALID_REQUEST.value}: {error.errors()[0]['msg']}",
             }
         if self.lost is None:
-            await self.send_frame(reply)
+            self._peer.send(reply)
 
     # --- input ---------------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        reason = "the worker closed its output"
-        try:
-            while True:
-                try:
-                    line = await self._stdout.readuntil(b"\n")
-                except asyncio.IncompleteReadError as error:
-                    if error.partial:
-                        self.transcript.received(error.partial)
-                        reason = f"the worker's output ended inside a frame ({len(error.partial)} bytes)"
-                    break
-                except asyncio.LimitOverrunError:
-                    reason = f"the worker sent a frame over {WORKER_MAX_FRAME_BYTES} bytes"
-                    self._lose(reason)
-                    # Keep its pipe flowing until it ends, or a killed worker never finishes closing it.
-                    while await self._stdout.read(1 << 20):
-                        pass
-                    break
-                self.transcript.received(line)
-                problem = self._route(line)
-                if problem:
-                    reason = f"malformed frame from the worker: {problem}"
-                    break
-        finally:
-            self._lose(reason)
-
-    def _route(self, line: bytes) -> str | None:
-        try:
-            frame = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            return str(error)
-        if not isinstance(frame, dict):
-            return "not a JSON object"
-        frame_id, method = frame.get("id"), frame.get("method")
-        if method == "process/event" and "id" not in frame:
-            try:
-                self._events.put_nowait(
-                    ProcessEvent.model_validate_json(orjson.dumps(frame.get("data")), strict=True)
-                )
-            except ValidationError as error:
-                return f"process/event: {error.errors()[0]['msg']}"
-            return None
-        if not isinstance(frame_id, str):
-            return "no string id"
-        if method == "tool/invoke":
-            self._background(self._answer_callback(frame))
-            return None
-        if method is not None:
-            return f"unexpected method {method!r}"
-        waiter = self._pending.get(frame_id)
-        if waiter is None or waiter.done():
-            return f"a reply to {frame_id!r}, which is not in flight"
-        waiter.set_result(frame)
-        return None
+    async def _read(self) -> None:
+        reason = await self._peer.read()
+        self._events.put_nowait(None)
+        if reason.startswith("malformed frame"):
+            # Keep the worker's output flowing until it ends, or a worker blocked writing the rest of
+            # an oversize frame never finishes, nor exits.
+            await self._peer.discard_input()
 
     async def _read_stderr(self) -> None:
         if self.process is not None and self.process.stderr is not None:
             while chunk := await self.process.stderr.read(65536):
                 self._stderr.extend(chunk)
-
-    def _lose(self, reason: str) -> None:
-        if self.lost is not None:
-            return
-        self.lost = reason
-        for waiter in list(self._pending.values()):
-            if not waiter.done():
-                waiter.set_exception(ConnectionLost(f"{reason}; the outcome of the call is unknown"))
-        self._events.put_nowait(None)
 
     @property
     def stderr(self) -> bytes:
@@ -369,8 +308,7 @@ class WorkerClient(WorkerClientMethods):
 
         For an attached transport the worker has ended when its output ends.
         """
-        if not self._stdin.is_closing():
-            self._stdin.close()
+        self._peer.end_output()
         killed = False
         ended = self.process.wait() if self.process is not None else asyncio.shield(self._reader)
         try:
@@ -383,6 +321,7 @@ class WorkerClient(WorkerClientMethods):
                 await self.process.wait()
             else:
                 self._reader.cancel()
+        self._peer.abort_output()
         await asyncio.gather(self._reader, self._stderr_reader, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()

@@ -2,13 +2,12 @@
 
 The SDK owns framing, token pinning, the immutable binding, request validation against the method
 catalog, overlapping handlers, cancellation, `tool/invoke` callbacks and the end of the connection
-(spec/schema/worker/*.schema.json, DESIGN §3). Providers only implement methods.
+(spec/schema/worker/*.schema.json, spec/methods/worker.json). Providers only implement methods.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from wuu.generated.catalog import WORKER_MAX_ID_BYTES, WORKER_METHODS, WORKER_PROTOCOL_VERSION
+from wuu.generated.catalog import WORKER_METHODS, WORKER_PROTOCOL_VERSION
 from wuu.generated.models import (
     CancelParams,
     CancelResult,
@@ -33,8 +32,9 @@ from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
 from .binding import same_binding
-from .errors import WorkerError
-from .framing import FrameReader, FrameTooLarge, FrameWriter, MalformedFrame, OutputClosed, encode
+from .errors import WorkerError, error_code
+from .framing import FrameTooLarge, Framing
+from .peer import ConnectionLost, Peer
 
 log = logging.getLogger("wuu.worker")
 
@@ -62,14 +62,6 @@ def parse_params(spec: MethodSpec, data: Any) -> WireModel:
         return spec.params.model_validate_json(orjson.dumps(data), strict=True)
     except ValidationError as error:
         raise WorkerError(ErrorCode.INVALID_REQUEST, _validation_message(error)) from None
-
-
-def error_code(wire_error: str) -> ErrorCode:
-    """The ErrorCode of an error string from a peer (`internal` for a code the spec does not know)."""
-    try:
-        return ErrorCode(wire_error.split(":", 1)[0])
-    except ValueError:
-        return ErrorCode.INTERNAL
 
 
 @dataclass(eq=False)
@@ -104,10 +96,13 @@ class _Context:
             raise WorkerError(ErrorCode.PARENT_NOT_LIVE, f"request {self.id} has ended")
         params = ToolInvokeParams(tool=tool, arguments=orjson.dumps(dict(arguments)).decode())
         reply = await self.connection.call_host("tool/invoke", self.id, params)
-        if "error" in reply:
-            raise WorkerError(error_code(reply["error"]), f"tool/invoke: {reply['error']}")
+        error, data = reply.get("error"), reply.get("data")
+        if set(reply) == {"id", "error"} and isinstance(error, str):
+            raise WorkerError(error_code(error), f"tool/invoke: {error}")
+        if set(reply) != {"id", "data"} or not isinstance(data, dict):
+            raise WorkerError(ErrorCode.INTERNAL, "the host's reply to tool/invoke is neither data nor error")
         try:
-            return ToolResult.model_validate_json(orjson.dumps(reply["data"]), strict=True)
+            return ToolResult.model_validate_json(orjson.dumps(data), strict=True)
         except ValidationError as error:
             raise WorkerError(
                 ErrorCode.INTERNAL, f"tool/invoke reply: {_validation_message(error)}"
@@ -115,26 +110,36 @@ class _Context:
 
 
 class Connection:
-    """Serves one backend over one pair of frame streams, until EOF, a malformed frame or output failure."""
+    """Serves one backend over one stream pair, until EOF, a malformed frame or output failure.
+
+    It is the worker's `Endpoint` on the peer core: the peer frames and routes, this applies the
+    request rules (fields, ids, token, binding, validation, methods) and runs the handlers.
+    """
 
     def __init__(
         self,
         backend: ExecutionBackendV4,
-        reader: FrameReader,
-        writer: FrameWriter,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        framing: Framing | None = None,
         output_closed: asyncio.Event | None = None,
     ) -> None:
         self._backend = backend
-        self._reader = reader
-        self._writer = writer
-        self._output_closed = output_closed or asyncio.Event()
-        self._outgoing: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._peer = Peer(
+            reader,
+            writer,
+            self,
+            remote="the host",
+            id_prefix="cb-",
+            framing=framing,
+            ignore_unknown_replies=True,
+            output_closed=output_closed,
+        )
         self._state = _State.NEW
         self._token: str | None = None
         self._init_reply: dict[str, Any] | None = None
         self._inflight: dict[str, _Context] = {}
-        self._callbacks: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self._callback_ids = itertools.count(1)
         self.binding: InitializeParams | None = None
         self.pending_binding: InitializeParams | None = None
         self.granted: frozenset[str] = frozenset()
@@ -146,16 +151,7 @@ class Connection:
 
         Raises the error of the provider's `close`, if any, after everything else is done.
         """
-        writer_task = asyncio.create_task(self._write_loop())
-        reader_task = asyncio.create_task(self._read_loop())
-        output_task = asyncio.create_task(self._output_closed.wait())
-        await asyncio.wait({reader_task, output_task}, return_when=asyncio.FIRST_COMPLETED)
-        if not reader_task.done():
-            # Output failure ends the connection even while input is blocked.
-            self.end_reason = self.end_reason or "output closed"
-            reader_task.cancel()
-        output_task.cancel()
-        await asyncio.gather(reader_task, output_task, return_exceptions=True)
+        self.end_reason = await self._peer.read()
         log.debug("connection ending: %s", self.end_reason)
         try:
             await self._drain_handlers()
@@ -164,41 +160,15 @@ class Connection:
             try:
                 await self._backend.close()
             finally:
-                await self._outgoing.put(None)
-                await writer_task
+                self._peer.end_output()
+                await self._peer.wait_output_closed()
 
-    # --- input ---------------------------------------------------------------------------------
+    # --- input (the Endpoint of the peer) ---------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        while True:
-            try:
-                frame = await self._reader.read()
-            except MalformedFrame as error:
-                self.end_reason = f"malformed frame: {error}"
-                log.warning("%s", self.end_reason)
-                return
-            if frame is None:
-                self.end_reason = "end of input"
-                return
-            problem = self._dispatch(frame)
-            if problem:
-                self.end_reason = f"malformed frame: {problem}"
-                log.warning("%s", self.end_reason)
-                return
+    def on_notification(self, method: str, frame: dict[str, Any]) -> str | None:
+        return "no string id"  # a host sends requests and replies only
 
-    def _dispatch(self, frame: dict[str, Any]) -> str | None:
-        """Route one frame; return why it is malformed, or None."""
-        frame_id = frame.get("id")
-        if not isinstance(frame_id, str) or not frame_id:
-            return "no string id"
-        if len(frame_id.encode()) > WORKER_MAX_ID_BYTES:
-            return f"id over {WORKER_MAX_ID_BYTES} bytes"
-        if "method" not in frame:
-            self._on_reply(frame_id, frame)
-            return None
-        method = frame["method"]
-        if not isinstance(method, str):
-            return "method is not a string"
+    def on_request(self, frame_id: str, method: str, frame: dict[str, Any]) -> str | None:
         try:
             self._on_request(frame_id, method, frame)
         except WorkerError as error:
@@ -301,20 +271,6 @@ class Connection:
             target.task.cancel()
         self._send_reply(frame_id, CancelResult(cancelled=cancelled).to_wire())
 
-    def _on_reply(self, frame_id: str, frame: dict[str, Any]) -> None:
-        waiter = self._callbacks.get(frame_id)
-        if waiter is None or waiter.done():
-            log.warning("a reply names no callback in flight: %r", frame_id)
-            return
-        data, error = frame.get("data"), frame.get("error")
-        well_formed = set(frame) in ({"id", "data"}, {"id", "error"})
-        if well_formed and (isinstance(data, dict) or isinstance(error, str)):
-            waiter.set_result(frame)
-        else:
-            waiter.set_exception(
-                WorkerError(ErrorCode.INTERNAL, "the host's reply is neither data nor error")
-            )
-
     # --- handlers ------------------------------------------------------------------------------
 
     def _start(self, frame_id: str, method: str, handler: Any, params: WireModel) -> None:
@@ -371,7 +327,7 @@ class Connection:
         """Send the request's one terminal reply and forget it."""
         context.signal.set()
         self._inflight.pop(context.id, None)
-        self._send_frame(reply)
+        self._peer.send(reply)
 
     async def _drain_handlers(self) -> None:
         contexts = list(self._inflight.values())
@@ -380,54 +336,29 @@ class Connection:
             if context.task is not None:
                 context.task.cancel()
         await asyncio.gather(*(c.task for c in contexts if c.task is not None), return_exceptions=True)
-        for waiter in self._callbacks.values():
-            waiter.cancel()
 
     # --- output --------------------------------------------------------------------------------
 
     def _reply_error(self, frame_id: str, error: WorkerError) -> None:
-        self._send_frame({"id": frame_id, "error": error.wire})
+        self._peer.send({"id": frame_id, "error": error.wire})
 
     def _send_reply(self, frame_id: str, data: dict[str, Any]) -> None:
-        self._send_frame({"id": frame_id, "data": data})
-
-    def _send_frame(self, frame: dict[str, Any]) -> None:
-        try:
-            encoded = encode(frame, self._writer.limit)
-        except FrameTooLarge as error:
-            if "id" not in frame or "method" in frame:
-                log.error("dropped an outgoing frame: %s", error)
-                return
-            encoded = encode({"id": frame["id"], "error": f"{ErrorCode.REPLY_TOO_LARGE.value}: {error}"})
-        self._outgoing.put_nowait(encoded)
+        self._peer.send({"id": frame_id, "data": data})
 
     def emit_process(self, event: ProcessEvent) -> None:
         """Queue a `process/event` notification; it is sent while the host still reads."""
-        self._send_frame({"method": "process/event", "data": event.to_wire()})
+        try:
+            self._peer.send({"method": "process/event", "data": event.to_wire()})
+        except FrameTooLarge as error:
+            log.error("dropped a process event: %s", error)
 
     async def call_host(self, method: str, parent: str, params: WireModel) -> dict[str, Any]:
         """Send a callback request on behalf of `parent` and wait for the host's reply frame."""
-        callback_id = f"cb-{next(self._callback_ids)}"
-        waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._callbacks[callback_id] = waiter
+        frame = {"id": self._peer.next_id(), "method": method, "parent": parent, "data": params.to_wire()}
         try:
-            self._send_frame(
-                {"id": callback_id, "method": method, "parent": parent, "data": params.to_wire()}
-            )
-            return await waiter
-        finally:
-            self._callbacks.pop(callback_id, None)
-
-    async def _write_loop(self) -> None:
-        while (data := await self._outgoing.get()) is not None:
-            if self._output_closed.is_set():
-                continue
-            try:
-                await self._writer.write_bytes(data)
-            except OutputClosed as error:
-                log.warning("output failed: %s", error)
-                self._output_closed.set()
-            del data  # a written frame (up to 16 MiB) must not live on until the next one arrives
+            return await self._peer.request(frame)
+        except (ConnectionLost, FrameTooLarge) as error:
+            raise WorkerError(ErrorCode.INTERNAL, f"{method}: {error}") from None
 
 
 def _available(handler: Any) -> bool:

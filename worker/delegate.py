@@ -39,7 +39,6 @@ from wuu.generated.wire import WireModel
 
 from .backend import ExecutionBackendV4, RequestContext
 from .client import ConnectionLost, ReplyError, WorkerClient
-from .connection import error_code
 from .errors import CleanupFailed, WorkerError
 
 MAX_GRACE_MS = 2_147_483_647
@@ -78,7 +77,7 @@ def delegate_execution_backend_v4(
             raise ValueError(f"shutdown_grace_ms: must be an integer from 1 to {MAX_GRACE_MS}")
     if command is not None and not command:
         raise ValueError("command: needs at least the program")
-    peer = _Peer(command, transport, env, shutdown_grace_ms or WORKER_DELEGATE_SHUTDOWN_GRACE_MS)
+    peer = _PeerWorker(command, transport, env, shutdown_grace_ms or WORKER_DELEGATE_SHUTDOWN_GRACE_MS)
     methods = {
         name: _Forward(peer, name)
         for name, spec in WORKER_METHODS.items()
@@ -93,7 +92,7 @@ def delegate_execution_backend_v4(
     )
 
 
-class _Peer:
+class _PeerWorker:
     def __init__(
         self,
         command: Sequence[str] | None,
@@ -160,10 +159,7 @@ class _Peer:
         frame_id = client.next_id()
         self.parents[frame_id] = context
         try:
-            waiter = client.expect_reply(frame_id)
-            await client.send_frame(
-                {"id": frame_id, "method": method, "token": client.token, "data": params.to_wire()}
-            )
+            waiter = client.begin(method, params.to_wire(), request_id=frame_id)
             try:
                 reply = await asyncio.shield(waiter)
             except asyncio.CancelledError:
@@ -174,12 +170,7 @@ class _Peer:
         finally:
             self.parents.pop(frame_id, None)
         if "error" in reply:
-            wire = str(reply["error"])
-            code = error_code(wire)
-            raise WorkerError(
-                code,
-                wire.removeprefix(code.value).removeprefix(": ") if wire.startswith(code.value) else wire,
-            )
+            raise WorkerError.from_wire(str(reply["error"]))
         data: dict[str, Any] = reply["data"]
         return data
 
@@ -220,7 +211,7 @@ class _Peer:
 class _Forward:
     """A handler that forwards one method to the peer, available once the peer has said it has it."""
 
-    def __init__(self, peer: _Peer, method: str) -> None:
+    def __init__(self, peer: _PeerWorker, method: str) -> None:
         self._peer = peer
         self._method = method
         self._result = WORKER_METHODS[method].result

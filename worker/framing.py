@@ -1,8 +1,10 @@
 """Newline-delimited JSON frames (spec/schema/worker/frames.schema.json).
 
 A frame is one UTF-8 JSON object on one line, at most `WORKER_MAX_FRAME_BYTES` bytes including
-its newline. Reading yields decoded objects or raises `MalformedFrame`; writing refuses an
-oversize frame before any byte of it is sent, so a peer never sees half a frame.
+its newline. `Framing` is the codec every reader and writer of the worker protocol uses (the SDK's
+serving connection, the host client, the conformance suite): reading gives one line or raises
+`MalformedFrame`, encoding refuses an oversize frame before any byte of it is sent, so a peer never
+sees half a frame.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ import orjson
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 
 NEWLINE = b"\n"
+Frame = dict[str, Any]
 
 
 class MalformedFrame(Exception):
-    """The peer sent something that is not a frame; the connection ends without a reply."""
+    """The peer sent something that is not a frame; the connection ends without a reply.
+
+    `data` holds the bytes of the broken frame when they were read (not for an oversize one).
+    """
+
+    def __init__(self, message: str, data: bytes = b"") -> None:
+        super().__init__(message)
+        self.data = data
 
 
 class FrameTooLarge(Exception):
@@ -29,7 +39,7 @@ class OutputClosed(Exception):
     """The peer no longer reads our frames."""
 
 
-def encode(frame: dict[str, Any], limit: int = WORKER_MAX_FRAME_BYTES) -> bytes:
+def encode(frame: Frame, limit: int = WORKER_MAX_FRAME_BYTES) -> bytes:
     """The frame's bytes, newline included; FrameTooLarge when they exceed `limit`."""
     data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)  # no second copy to add the newline
     if len(data) > limit:
@@ -37,38 +47,16 @@ def encode(frame: dict[str, Any], limit: int = WORKER_MAX_FRAME_BYTES) -> bytes:
     return data
 
 
-def decode(line: bytes) -> dict[str, Any]:
+def decode(line: bytes) -> Frame:
     """One frame line (newline stripped or not) as a JSON object; MalformedFrame otherwise."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as error:
         # orjson rejects invalid UTF-8 with the same error, which is what the protocol wants.
-        raise MalformedFrame(f"not a JSON object: {error}") from None
+        raise MalformedFrame(f"not a JSON object: {error}", line) from None
     if not isinstance(value, dict):
-        raise MalformedFrame(f"not a JSON object but {type(value).__name__}")
+        raise MalformedFrame(f"not a JSON object but {type(value).__name__}", line)
     return value
-
-
-class FrameReader:
-    """Reads frames from a stream whose buffer limit is the frame limit."""
-
-    def __init__(self, reader: asyncio.StreamReader, limit: int = WORKER_MAX_FRAME_BYTES) -> None:
-        self._reader = reader
-        self._limit = limit
-
-    async def read(self) -> dict[str, Any] | None:
-        """The next frame, or None at a clean end of input (EOF between frames)."""
-        try:
-            line = await self._reader.readuntil(NEWLINE)
-        except asyncio.IncompleteReadError as error:
-            if error.partial:
-                raise MalformedFrame(f"input ended inside a frame ({len(error.partial)} bytes)") from None
-            return None
-        except asyncio.LimitOverrunError:
-            raise MalformedFrame(f"frame over the limit of {self._limit} bytes") from None
-        if len(line) > self._limit:
-            raise MalformedFrame(f"frame of {len(line)} bytes is over the limit of {self._limit}")
-        return decode(line)
 
 
 def reader_limit(limit: int = WORKER_MAX_FRAME_BYTES) -> int:
@@ -80,26 +68,42 @@ def reader_limit(limit: int = WORKER_MAX_FRAME_BYTES) -> int:
     return limit - 1
 
 
-class FrameWriter:
-    """Writes whole frames to a stream; OutputClosed once the peer stops reading."""
+class Framing:
+    """The frame codec of one connection: how lines are read, and how frames become bytes and back.
 
-    def __init__(self, writer: asyncio.StreamWriter, limit: int = WORKER_MAX_FRAME_BYTES) -> None:
-        self._writer = writer
+    Every reader checks the limit itself, so a stream created with a larger buffer limit still
+    refuses a frame one byte over it. Subclasses may change how frames are read or written (the
+    test suite builds deliberately broken workers that way).
+    """
+
+    def __init__(self, limit: int = WORKER_MAX_FRAME_BYTES) -> None:
         self.limit = limit
 
-    async def write_bytes(self, data: bytes) -> None:
-        """Send an already encoded frame (from `encode`)."""
-        if self._writer.is_closing():
-            raise OutputClosed("the output is closed")
+    @property
+    def stream_limit(self) -> int:
+        """The buffer limit for an asyncio StreamReader that carries these frames."""
+        return reader_limit(self.limit)
+
+    async def read_line(self, reader: asyncio.StreamReader) -> bytes | None:
+        """The next frame's line, newline included; None at a clean end of input (EOF between frames)."""
         try:
-            self._writer.write(data)
-            await self._writer.drain()
-        except (ConnectionError, RuntimeError) as error:
-            raise OutputClosed(str(error)) from None
+            line = await reader.readuntil(NEWLINE)
+        except asyncio.IncompleteReadError as error:
+            if error.partial:
+                raise MalformedFrame(
+                    f"input ended inside a frame ({len(error.partial)} bytes)", error.partial
+                ) from None
+            return None
+        except asyncio.LimitOverrunError:
+            raise MalformedFrame(f"frame over the limit of {self.limit} bytes") from None
+        if len(line) > self.limit:
+            raise MalformedFrame(f"frame of {len(line)} bytes is over the limit of {self.limit}")
+        return line
 
-    async def write(self, frame: dict[str, Any]) -> None:
-        """Encode and send one frame; FrameTooLarge leaves the output untouched."""
-        await self.write_bytes(encode(frame, self.limit))
+    def decode(self, line: bytes) -> Frame:
+        """One line as a frame object; MalformedFrame when it is not a JSON object."""
+        return decode(line)
 
-    def close(self) -> None:
-        self._writer.close()
+    def encode(self, frame: Frame) -> bytes:
+        """One frame's bytes; FrameTooLarge over the limit."""
+        return encode(frame, self.limit)

@@ -7,7 +7,7 @@ from typing import IO
 
 from .backend import ExecutionBackendV4
 from .connection import Connection
-from .framing import FrameReader, FrameWriter
+from .framing import Framing
 from .streams import connect_pipes
 
 
@@ -16,12 +16,16 @@ async def serve(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     output_closed: asyncio.Event | None = None,
+    *,
+    framing: Framing | None = None,
 ) -> None:
     """Serve one connection on a stream pair until it ends; then drain handlers and run `backend.close`.
 
-    `reader` must have been created with `framing.reader_limit()`. Raises what `close` raised.
+    `reader` must admit a whole frame (`framing.reader_limit()`); `output_closed`, when given, is set
+    by whoever learns first that the output is gone. `framing` replaces the codec (the frame limit and
+    encoding; the default is the spec's). Raises what `close` raised.
     """
-    connection = Connection(backend, FrameReader(reader), FrameWriter(writer), output_closed)
+    connection = Connection(backend, reader, writer, framing=framing, output_closed=output_closed)
     try:
         await connection.run()
     finally:

@@ -3,5 +3,12 @@
 import importlib
 import pkgutil
 
+from ..registry import CASES, Case
+
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
+
+
+def all_cases() -> dict[str, Case]:
+    """Every case of the suite, by id."""
+    return CASES

@@ -11,7 +11,8 @@ from xml.etree import ElementTree
 import pytest
 
 from wuu.conformance import cli
-from wuu.conformance.registry import all_cases, requirements, spec_text
+from wuu.conformance.cases import all_cases
+from wuu.conformance.registry import requirements, spec_text
 from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
 from wuu.generated.models import RequirementTier
 

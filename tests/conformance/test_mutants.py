@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
+from wuu.conformance.cases import all_cases
 from wuu.conformance.mutants import MUTANTS, Mutant
-from wuu.conformance.registry import Case, all_cases, requirements
+from wuu.conformance.registry import Case, requirements
 from wuu.conformance.runner import CaseResult, Status, run_all, select
 
 REFERENCE = [sys.executable, "-m", "wuu.worker"]

@@ -394,7 +394,7 @@ async def test_a_malformed_frame_from_the_worker_fails_the_call(tmp_path: Path) 
 async def test_an_oversize_frame_from_the_worker_fails_the_call_and_close_ends(tmp_path: Path) -> None:
     program = "import sys; sys.stdin.readline(); sys.stdout.write('x' * (17 * 1024 * 1024) + '\\n'); sys.stdout.flush()"
     client = await WorkerClient.spawn([sys.executable, "-c", program + "; import time; time.sleep(60)"])
-    with pytest.raises(ConnectionLost, match="a frame over 16777216 bytes"):
+    with pytest.raises(ConnectionLost, match="frame over the limit of 16777216 bytes"):
         await asyncio.wait_for(client.request("initialize", binding(tmp_path)), DEADLINE)
     outcome = await asyncio.wait_for(client.close(budget=0.5), DEADLINE)
     assert outcome.killed

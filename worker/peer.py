@@ -1,0 +1,273 @@
+"""The peer core: one end of one worker-protocol connection (spec/schema/worker/frames.schema.json).
+
+Both ends of a v4 connection do the same things: read frames and end the connection at a malformed
+one, write whole frames in order, match the replies they receive to the requests they sent, and fail
+every request still pending when the connection ends. `Peer` does them once, for the worker SDK's
+serving connection (`connection.py`) and for the host's client (`client.py`); each end gives it an
+`Endpoint` with its own rules for the requests and notifications it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+from wuu.generated.catalog import WORKER_MAX_ID_BYTES
+from wuu.generated.models import ErrorCode
+
+from .framing import Frame, FrameTooLarge, Framing, MalformedFrame, OutputClosed
+from .transcript import Transcript
+
+log = logging.getLogger("wuu.worker.peer")
+
+
+class ConnectionLost(Exception):
+    """The connection ended with the request in flight: its outcome is unknown, and it is not retried."""
+
+
+class Endpoint(Protocol):
+    """What one end does with the requests and notifications it receives (replies are the peer's)."""
+
+    def on_request(self, frame_id: str, method: str, frame: Frame) -> str | None:
+        """Take a request frame (its id is a valid FrameId); return why it is malformed, or None."""
+
+    def on_notification(self, method: str, frame: Frame) -> str | None:
+        """Take a frame with a method and no id; return why it is malformed, or None."""
+
+
+def frame_id_problem(frame_id: object) -> str | None:
+    """Why `frame_id` is not a FrameId (a non-empty string of at most 256 bytes), or None."""
+    if not isinstance(frame_id, str) or not frame_id:
+        return "no string id"
+    if len(frame_id.encode()) > WORKER_MAX_ID_BYTES:
+        return f"id over {WORKER_MAX_ID_BYTES} bytes"
+    return None
+
+
+class Peer:
+    """One framed connection over a stream pair: frames in, frames out, replies matched to requests.
+
+    `read()` routes incoming frames until the connection ends. `send()` queues a frame; one writer
+    task writes them in order and releases each once written. `request()` sends a request and
+    gives a future for its reply frame, which fails with ConnectionLost if the connection ends first.
+    A reply naming no request in flight is ignored when `ignore_unknown_replies` (the peer may have
+    given up on it), else it is a malformed frame.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        endpoint: Endpoint,
+        *,
+        remote: str,
+        id_prefix: str,
+        framing: Framing | None = None,
+        ignore_unknown_replies: bool = False,
+        transcript: Transcript | None = None,
+        output_closed: asyncio.Event | None = None,
+    ) -> None:
+        """`remote` names the other end in messages ("the worker"); `output_closed` may be set from outside
+        when the output is known to be gone (a pipe's reader went away while nothing was being written)."""
+        self.framing = framing or Framing()
+        self.transcript = transcript or Transcript(enabled=False)
+        self.lost: str | None = None
+        """Why the connection ended; None while it is open."""
+        self._reader = reader
+        self._writer = writer
+        self._endpoint = endpoint
+        self._remote = remote
+        self._ids = (f"{id_prefix}{n}" for n in itertools.count(1))
+        self._ignore_unknown_replies = ignore_unknown_replies
+        self._pending: dict[str, asyncio.Future[Frame]] = {}
+        self._outgoing: asyncio.Queue[tuple[bytes, asyncio.Future[None] | None] | None] = asyncio.Queue()
+        self._output_closed = output_closed or asyncio.Event()
+        self._output_error = ""
+        self._writing = asyncio.create_task(self._write_loop())
+
+    # --- input ---------------------------------------------------------------------------------
+
+    async def read(self) -> str:
+        """Route incoming frames until the input ends, a frame is malformed, or the output fails.
+
+        Returns why the connection ended (also kept in `lost`); every request still pending then
+        fails with ConnectionLost. The output stays open for what the caller still has to send.
+        """
+        reading = asyncio.create_task(self._read_loop())
+        output = asyncio.create_task(self._output_closed.wait())
+        await asyncio.wait({reading, output}, return_when=asyncio.FIRST_COMPLETED)
+        if reading.done():
+            reason = reading.result()
+        else:  # the output failed: the connection ends even while input is blocked
+            reason = f"writing to {self._remote} failed{self._output_error}"
+            reading.cancel()
+        output.cancel()
+        await asyncio.gather(reading, output, return_exceptions=True)
+        self.lose(reason)
+        return reason
+
+    async def _read_loop(self) -> str:
+        while True:
+            try:
+                line = await self.framing.read_line(self._reader)
+                if line is None:
+                    return f"{self._remote} closed its output"
+                self.transcript.received(line)
+                problem = self._route(self.framing.decode(line))
+            except MalformedFrame as error:
+                if error.data:
+                    self.transcript.received(error.data)
+                problem = str(error)
+            if problem is not None:
+                log.warning("malformed frame from %s: %s", self._remote, problem)
+                return f"malformed frame from {self._remote}: {problem}"
+
+    def _route(self, frame: Frame) -> str | None:
+        """Route one frame; return why it is malformed, or None."""
+        method = frame.get("method")
+        if "method" in frame and not isinstance(method, str):
+            return "method is not a string"
+        if "id" not in frame and method is not None:
+            return self._endpoint.on_notification(method, frame)
+        frame_id = frame.get("id")
+        problem = frame_id_problem(frame_id)
+        if problem is not None:
+            return problem
+        assert isinstance(frame_id, str)
+        if method is not None:
+            return self._endpoint.on_request(frame_id, method, frame)
+        waiter = self._pending.pop(frame_id, None)
+        if waiter is None or waiter.done():
+            if self._ignore_unknown_replies:
+                log.warning("a reply names no request in flight: %r", frame_id)
+                return None
+            return f"a reply to {frame_id!r}, which is not in flight"
+        waiter.set_result(frame)
+        return None
+
+    async def discard_input(self) -> None:
+        """Read and drop the rest of the input until it ends (a writer blocked on a full pipe can then
+        finish, and exit)."""
+        while await self._reader.read(1 << 20):
+            pass
+
+    # --- output --------------------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Queue one frame. A reply over the limit is replaced by the error `reply_too_large`; any other
+        frame over it raises FrameTooLarge and is not sent."""
+        try:
+            data = self.framing.encode(frame)
+        except FrameTooLarge as error:
+            if "id" not in frame or "method" in frame:
+                raise
+            data = self.framing.encode(
+                {"id": frame["id"], "error": f"{ErrorCode.REPLY_TOO_LARGE.value}: {error}"}
+            )
+        self._queue(data, None)
+
+    async def send_bytes(self, data: bytes) -> None:
+        """Write bytes as they are (a test's hand-made frame) and wait until they are written.
+
+        ConnectionLost if the output has failed or fails meanwhile.
+        """
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue(data, written)
+        await written
+
+    def _queue(self, data: bytes, written: asyncio.Future[None] | None) -> None:
+        if self._output_closed.is_set():
+            if written is not None:
+                written.set_exception(ConnectionLost(self._output_lost()))
+            return
+        self.transcript.sent(data)
+        self._outgoing.put_nowait((data, written))
+
+    def _output_lost(self) -> str:
+        return f"writing to {self._remote} failed{self._output_error}"
+
+    async def _write_loop(self) -> None:
+        while (item := await self._outgoing.get()) is not None:
+            data, written = item
+            del item
+            try:
+                if self._output_closed.is_set() or self._writer.is_closing():
+                    raise OutputClosed("the output is closed")
+                self._writer.write(data)
+                await self._writer.drain()
+            except (OutputClosed, ConnectionError, RuntimeError) as error:
+                if not self._output_closed.is_set():
+                    self._output_error = f": {error}"
+                    log.warning("%s", self._output_lost())
+                    self._output_closed.set()
+                if written is not None and not written.done():
+                    written.set_exception(ConnectionLost(self._output_lost()))
+            else:
+                if written is not None and not written.done():
+                    written.set_result(None)
+            del data  # a written frame (up to 16 MiB) must not live on until the next one arrives
+        self._writer.close()
+
+    def end_output(self) -> None:
+        """Close the output once every queued frame is written (the other end then sees EOF)."""
+        self._outgoing.put_nowait(None)
+
+    async def wait_output_closed(self) -> None:
+        """Wait until `end_output` has written everything queued and closed the output."""
+        await asyncio.wait({self._writing})
+
+    def abort_output(self) -> None:
+        """Close the output now, dropping whatever is still queued."""
+        self._writing.cancel()
+        self._writer.close()
+
+    # --- requests ------------------------------------------------------------------------------
+
+    def next_id(self) -> str:
+        """A request id not used before on this connection."""
+        return next(self._ids)
+
+    def expect_reply(self, frame_id: str) -> asyncio.Future[Frame]:
+        """A future for the reply to `frame_id`, for a request sent by hand (`send` or `send_bytes`)."""
+        if self.lost is not None:
+            raise ConnectionLost(self.lost)
+        waiter: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        self._pending[frame_id] = waiter
+        waiter.add_done_callback(self._forget(frame_id))
+        return waiter
+
+    def in_flight(self, frame_id: str) -> bool:
+        """Whether a request sent with this id still awaits its reply."""
+        return frame_id in self._pending
+
+    def request(self, frame: Frame) -> asyncio.Future[Frame]:
+        """Send a request frame; a future for its reply frame. FrameTooLarge if it is over the limit."""
+        waiter = self.expect_reply(frame["id"])
+        try:
+            self.send(frame)
+        except FrameTooLarge:
+            waiter.cancel()
+            raise
+        return waiter
+
+    def _forget(self, frame_id: str) -> Callable[[asyncio.Future[Frame]], None]:
+        def done(waiter: asyncio.Future[Frame]) -> None:
+            if self._pending.get(frame_id) is waiter:
+                del self._pending[frame_id]
+            if not waiter.cancelled():
+                waiter.exception()  # a reply nobody awaits any more is not an unhandled error
+
+        return done
+
+    def lose(self, reason: str) -> None:
+        """The connection has ended: fail every pending request with ConnectionLost (outcome unknown)."""
+        if self.lost is not None:
+            return
+        self.lost = reason
+        for waiter in list(self._pending.values()):
+            if not waiter.done():
+                waiter.set_exception(ConnectionLost(f"{reason}; the outcome of the call is unknown"))
+        self._pending.clear()
