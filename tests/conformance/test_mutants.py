@@ -1,7 +1,7 @@
 """The mutation check of the conformance suite: it must fail every mutant, with a case aimed at its rule.
 
-Each mutant (wuu.conformance.mutants) is the native reference worker with exactly one rule broken. For
-each, the suite runs in-process against `python -m wuu.conformance.mutants NAME`, restricted to the cases
+Each mutant (tests/conformance/mutants) is the native reference worker with exactly one rule broken. For
+each, the suite runs in-process against `python -m tests.conformance.mutants NAME`, restricted to the cases
 that check the broken requirements, and must fail at least one case that names one of them. The same
 selections pass against the unmutated worker (the control), so a failure is the mutant's doing.
 
@@ -29,11 +29,14 @@ from typing import Any
 import pytest
 
 from wuu.conformance.cases import all_cases
-from wuu.conformance.mutants import MUTANTS, Mutant
 from wuu.conformance.registry import Case, requirements
 from wuu.conformance.runner import CaseResult, Status, run_all, select
 
+from .mutants import Mutant, load
+
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = [sys.executable, "-m", "wuu.worker"]
+MUTANTS = load()
 TIMEOUT = 10.0
 # The controls run the unmutated worker: nothing there should wait for a timeout, and a short one only makes
 # them fail under load (an orderly EOF cleanup on a busy machine can take longer than TIMEOUT).
@@ -47,6 +50,11 @@ DEADLINE = 60.0
 # Mutants that the suite does not catch yet, and why. strict: once a case catches one, its entry must go.
 UNCAUGHT: dict[str, str] = {}
 """Mutants no case catches yet, with the reason; each stays a strict expected failure until one does."""
+
+
+def mutant_command(name: str) -> list[str]:
+    """The command that serves the mutant `name` (the test suite's own package must be importable)."""
+    return ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "tests.conformance.mutants", name]
 
 
 def _selection(mutant: Mutant) -> list[Case]:
@@ -89,7 +97,7 @@ def _jobs() -> dict[str, tuple[list[Case], list[str], float]]:
     deadline), the control areas, then the other mutants."""
 
     def mutant(name: str) -> tuple[list[Case], list[str], float]:
-        return _selection(MUTANTS[name]), [sys.executable, "-m", "wuu.conformance.mutants", name], TIMEOUT
+        return _selection(MUTANTS[name]), mutant_command(name), TIMEOUT
 
     jobs = {f"mutant-{name}": mutant(name) for name in MUTANTS if name in UNCAUGHT}
     for area, cases in sorted(_control_areas().items(), key=lambda item: -len(item[1])):
@@ -219,15 +227,18 @@ def test_mutant_registry() -> None:
     assert not set(UNCAUGHT) - set(MUTANTS), "UNCAUGHT names mutants that do not exist"
 
 
-def test_patches_apply() -> None:
-    """Every patch finds what it patches (a stale one would crash its mutant, which every case fails)."""
-    check = subprocess.run(
-        [sys.executable, "-m", "wuu.conformance.mutants", "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert check.returncode == 0, check.stderr
+def test_each_mutant_is_built_from_one_extension_point() -> None:
+    """A relay in front of the SDK or a handler override of the native worker, never both, never neither."""
+    for name, mutant in MUTANTS.items():
+        assert (mutant.relay is None) != (mutant.override is None), name
+
+
+def test_a_mutant_serves() -> None:
+    """A mutant's command starts and answers (a broken harness would fail every case for the wrong reason)."""
+    frame = b'{"id":"1","method":"initialize","token":"t","data":{"version":3,"root":"/r","session":"s"}}\n'
+    served = subprocess.run(mutant_command("multi-line-frames"), input=frame, capture_output=True, timeout=60)
+    assert served.returncode == 0, served.stderr
+    assert b'"error": "protocol_mismatch' in served.stdout
 
 
 def test_every_mutant_has_cases() -> None:

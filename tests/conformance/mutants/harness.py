@@ -1,0 +1,339 @@
+"""How a mutant is built: the native reference worker, broken in one place through a public extension point.
+
+- **A handler override** breaks a rule that a provider implements (tools, paths, processes, exports,
+  the end of the connection): the native worker's backend is an `ExecutionBackendV4`, a frozen
+  dataclass of `initialize`, `methods` and `close`, and the mutant replaces one of them with
+  `dataclasses.replace`, wrapping the original (`override`, `rewrite_result`, ...).
+- **A broken relay** breaks a rule that the SDK implements (framing, ids, the token, the binding,
+  cancellation, methods): the unchanged backend is served by `wuu.worker.serve` on one end of a socket
+  pair, and a `Relay` between this process's stdio and the other end drops, rewrites, holds or answers
+  frames on their way in or out. By default a relay passes every byte through unchanged, malformed
+  and oversize frames included, so the worker behind it judges them.
+
+Nothing is monkeypatched: every other rule stays as the reference worker has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
+from wuu.generated.models import ErrorCode
+from wuu.generated.wire import WireModel
+from wuu.worker import ExecutionBackendV4, RequestContext, WorkerError, serve
+from wuu.worker.errors import split_error
+from wuu.worker.framing import MalformedFrame, decode, reader_limit
+from wuu.worker.native.worker import NativeWorker
+from wuu.worker.peer import frame_id_problem
+from wuu.worker.streams import connect_pipes
+
+Frame = dict[str, Any]
+Override = Callable[[NativeWorker, ExecutionBackendV4], ExecutionBackendV4]
+"""A handler override: (the worker, its backend) -> the broken backend."""
+Handler = Callable[[Any, RequestContext], Awaitable[WireModel]]
+
+# The relay reads lines of up to four frame limits, so an oversize frame reaches the worker whole.
+RELAY_LINE_LIMIT = 4 * WORKER_MAX_FRAME_BYTES
+
+
+# --- frames ------------------------------------------------------------------------------------------
+
+
+def frame_of(line: bytes) -> Frame | None:
+    """The line's frame, or None when it is not a JSON object."""
+    try:
+        return decode(line)
+    except MalformedFrame:
+        return None
+
+
+def malformed(line: bytes) -> bool:
+    """Whether the spec calls this line a malformed frame (for a worker: every frame needs an id)."""
+    if not line.endswith(b"\n") or len(line) > WORKER_MAX_FRAME_BYTES:
+        return True
+    frame = frame_of(line)
+    if frame is None or frame_id_problem(frame.get("id")) is not None:
+        return True
+    return "method" in frame and not isinstance(frame["method"], str)
+
+
+def encode(frame: Frame) -> bytes:
+    return orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def code_of(frame: Frame) -> str | None:
+    """The error code of a reply frame, or None."""
+    error = frame.get("error")
+    return split_error(error)[0] if isinstance(error, str) else None
+
+
+# --- the broken relay ------------------------------------------------------------------------------
+
+
+class Relay:
+    """Sits between the host (this process's stdio) and a correct worker connection.
+
+    Override `from_host` and `from_worker` to break a rule; call `to_worker`, `to_host` or `answer`
+    from them. `requests` maps the id of every host request that has not been answered yet to its
+    method and data, so a reply can be matched to what it answers.
+    """
+
+    def __init__(self) -> None:
+        self.requests: dict[str, tuple[str, Frame]] = {}
+        self.answered: tuple[str, Frame] | None = None
+        """The method and data of the request that the frame now in `from_worker` answers, if any."""
+        self._host: asyncio.StreamWriter | None = None
+        self._worker: asyncio.StreamWriter | None = None
+
+    # --- what a mutant overrides
+
+    def from_host(self, line: bytes) -> None:
+        """One line from the host (the last one may lack its newline)."""
+        self.to_worker(line)
+
+    def from_worker(self, line: bytes) -> None:
+        """One frame from the worker."""
+        self.to_host(line)
+
+    # --- what it calls
+
+    def to_worker(self, line: bytes) -> None:
+        assert self._worker is not None
+        self._worker.write(line)
+
+    def to_host(self, line: bytes) -> None:
+        assert self._host is not None
+        if not self._host.is_closing():
+            self._host.write(line)
+
+    def answer(self, frame: Frame) -> None:
+        """Send a frame to the host as if the worker had sent it."""
+        self.to_host(encode(frame))
+
+    # --- running
+
+    async def run(self, backend: ExecutionBackendV4) -> None:
+        """Serve `backend` behind this relay until the host's input ends and the worker has finished."""
+        ours, theirs = socket.socketpair()
+        worker_in, worker_out = await asyncio.open_connection(sock=theirs, limit=reader_limit())
+        serving = asyncio.create_task(serve(backend, worker_in, worker_out))
+        from_worker, self._worker = await asyncio.open_connection(sock=ours, limit=RELAY_LINE_LIMIT)
+        stdin, self._host, _ = await connect_pipes(limit=RELAY_LINE_LIMIT)
+        inbound = asyncio.create_task(self._pump_host(stdin))
+        try:
+            while line := await from_worker.readline():
+                self._track_reply(line)
+                self.from_worker(line)
+                await self._host.drain()
+        except ConnectionError:
+            pass
+        finally:
+            self._host.close()
+            inbound.cancel()
+            await asyncio.gather(inbound, serving, return_exceptions=True)
+
+    async def _pump_host(self, stdin: asyncio.StreamReader) -> None:
+        assert self._worker is not None
+        try:
+            while line := await stdin.readline():
+                self._track_request(line)
+                self.from_host(line)
+                await self._worker.drain()
+        except (ConnectionError, ValueError):  # ValueError: a line over RELAY_LINE_LIMIT
+            pass
+        if self._worker.can_write_eof():
+            self._worker.write_eof()
+
+    def _track_request(self, line: bytes) -> None:
+        frame = frame_of(line)
+        if frame is not None and isinstance(frame.get("id"), str) and isinstance(frame.get("method"), str):
+            data = frame.get("data")
+            self.requests[frame["id"]] = (frame["method"], data if isinstance(data, dict) else {})
+
+    def _track_reply(self, line: bytes) -> None:
+        frame = frame_of(line)
+        self.answered = None
+        if frame is not None and "method" not in frame and isinstance(frame.get("id"), str):
+            self.answered = self.requests.pop(frame["id"], None)
+
+
+class ReplyRewriter(Relay):
+    """A relay that passes each reply to a host request through `rewrite` on its way out."""
+
+    def rewrite(self, reply: Frame, method: str, data: Frame) -> list[Frame]:
+        """The frames to send instead of `reply` to the request (`method`, `data`)."""
+        return [reply]
+
+    def from_worker(self, line: bytes) -> None:
+        frame = frame_of(line)
+        request = self.answered
+        if frame is None or "method" in frame or request is None:
+            self.to_host(line)
+            return
+        for each in self.rewrite(frame, *request):
+            self.answer(each)
+
+
+def rewrite_results(
+    method: str, change: Callable[[Frame, Frame], None], *, doc: str, tool: str = ""
+) -> type[Relay]:
+    """A relay that changes, in place, the result data of every successful `method` (of `tool`, for
+    execute): `change(result data, request data)`. `doc` says how (the mutant's docstring)."""
+
+    class Rewriter(ReplyRewriter):
+        def rewrite(self, reply: Frame, request_method: str, data: Frame) -> list[Frame]:
+            if request_method == method and "data" in reply and (not tool or data.get("tool") == tool):
+                change(reply["data"], data)
+            return [reply]
+
+    Rewriter.__doc__ = doc
+    return Rewriter
+
+
+# --- handler overrides -----------------------------------------------------------------------------
+
+
+def override(
+    backend: ExecutionBackendV4, method: str, make: Callable[[Handler], Handler]
+) -> ExecutionBackendV4:
+    """The backend with the handler of `method` replaced by `make(original handler)`."""
+    return dataclasses.replace(backend, methods={**backend.methods, method: make(backend.methods[method])})
+
+
+def rewrite_params(method: str, change: Callable[[Any], dict[str, Any]]) -> Override:
+    """An override that runs `method` with the fields `change(params)` returns put over the ones asked."""
+
+    def broken(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+        def make(original: Handler) -> Handler:
+            async def handler(params: Any, context: RequestContext) -> WireModel:
+                return await original(params.model_copy(update=change(params)), context)
+
+            return handler
+
+        return override(backend, method, make)
+
+    return broken
+
+
+def answer_error(
+    method: str, code: ErrorCode, answer: Callable[[Any], WireModel], tool: str = ""
+) -> Override:
+    """An override that answers `method` requests failing with `code` with `answer(params)` instead."""
+
+    def broken(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+        def make(original: Handler) -> Handler:
+            async def handler(params: Any, context: RequestContext) -> WireModel:
+                try:
+                    return await original(params, context)
+                except WorkerError as error:
+                    if error.code is not code or (tool and getattr(params, "tool", None) != tool):
+                        raise
+                    return answer(params)
+
+            return handler
+
+        return override(backend, method, make)
+
+    return broken
+
+
+# --- leaks -----------------------------------------------------------------------------------------
+
+_REAPER = """
+import os, signal, sys, time
+delay, cutoff, groups = float(sys.argv[1]), int(sys.argv[2]), {int(g) for g in sys.argv[3:]}
+time.sleep(delay)
+for name in os.listdir("/proc"):
+    if not name.isdigit():
+        continue
+    try:
+        with open(f"/proc/{name}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        continue
+    # fields[2] is the process group, fields[19] the start time (clock ticks after boot).
+    if int(fields[2]) in groups and int(fields[19]) <= cutoff:
+        try:
+            os.kill(int(name), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, process group) of every process."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        table[int(name)] = (int(fields[1]), int(fields[2]))
+    return table
+
+
+def reap_descendants_later(delay: float = 15.0) -> None:
+    """Kill, `delay` seconds from now and from a detached process, the process groups of this process's
+    descendants (never its own group, which it shares with whoever started it).
+
+    A mutant that leaks process trees on purpose must still not litter the machine that tests it. Only
+    processes started before now are killed, so a reused process group id is never hit.
+    """
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    own_group = os.getpgid(0)
+    groups, stack = set(), list(children.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        groups.add(table[pid][1])
+        stack.extend(children.get(pid, []))
+    groups.discard(own_group)
+    if not groups:
+        return
+    with open("/proc/uptime", encoding="ascii") as handle:
+        uptime = float(handle.read().split()[0])
+    cutoff = int((uptime + 1) * os.sysconf("SC_CLK_TCK"))
+    subprocess.Popen(
+        [sys.executable, "-c", _REAPER, str(delay), str(cutoff), *map(str, sorted(groups))],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def exit_now(status: int = 0) -> None:
+    """End this process on the spot, nothing drained or cleaned up (its leaks reaped later)."""
+    reap_descendants_later()
+    os._exit(status)
+
+
+__all__ = [
+    "Frame",
+    "Override",
+    "Relay",
+    "ReplyRewriter",
+    "answer_error",
+    "code_of",
+    "encode",
+    "exit_now",
+    "frame_of",
+    "malformed",
+    "override",
+    "rewrite_params",
+    "rewrite_results",
+]
