@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -309,36 +311,29 @@ async def unconfined(s: Session) -> None:
 
 # --- sensitive paths ----------------------------------------------------------------------------------------
 
-SENSITIVE = [
-    ".env",
-    ".env.local",
-    "config/.env.production",
-    "id_rsa",
-    "keys/id_ed25519",
-    "credentials.json",
-    "deploy/credentials.json",
-    "auth.json",
-    ".netrc",
-    ".git-credentials",
-    ".ssh/config",
-    ".ssh/deploy-key",
-    ".aws/credentials",
-    ".docker/config.json",
-    "tls/server.key",
-]
 
-ORDINARY = [
-    "credentials.go",
-    "internal/auth/credentials.go",
-    "secrets.py",
-    "credentials.txt",
-    "id_rsa.pub",
-    ".env.example",
-    ".env.sample",
-    "ca.pem",
-    "docs/ssh.md",
-    "environment.ts",
-]
+def _vectors() -> tuple[list[str], list[str]]:
+    """The spec's sensitive-path test vectors (spec/data/sensitive_path_vectors.json) as paths under the root:
+    the sensitive ones, then the ordinary ones.
+
+    Every rule but Wuu's own credential files matches a path by its name or its last components, so a
+    vector's path means the same under any root; the vectors under Wuu's home are left out (an adapter's home
+    is its own).
+    """
+    document = json.loads(
+        resources.files("wuu.generated")
+        .joinpath("schema", "data", "sensitive_path_vectors.json")
+        .read_text("utf-8")
+    )
+    wuu_home = document["wuu_home"].rstrip("/") + "/"
+    sensitive, ordinary = [], []
+    for vector in document["vectors"]:
+        if not vector["path"].startswith(wuu_home):
+            (sensitive if vector["sensitive"] else ordinary).append(vector["path"].lstrip("/"))
+    return sensitive, ordinary
+
+
+SENSITIVE, ORDINARY = _vectors()
 
 
 async def set_up_files(s: Session, local: bool, files: dict[str, str]) -> bool:

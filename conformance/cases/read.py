@@ -5,22 +5,15 @@ from __future__ import annotations
 import asyncio
 import base64
 
+from wuu.generated import validators
 from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
 
 from ..registry import case
 from ..session import Session
 from .process import begin, get, output_of, read, read_until, shell, start, wait_ended
 
-READ_RESULT_KEYS = {
-    "Process",
-    "Output",
-    "StartOffset",
-    "EndOffset",
-    "TotalBytes",
-    "Truncated",
-    "TimedOut",
-    "Duration",
-}
+# The Go-cased result fields, as the spec names them.
+READ_RESULT_KEYS = frozenset(validators.bundle()["$defs"]["ProcessReadResult"]["properties"])
 SECOND = 1_000_000_000
 
 
