@@ -1,4 +1,4 @@
-"""One distribution, import root `wuu`: each top-level folder is a subpackage of `wuu` (DESIGN.md §2)."""
+"""One distribution, import root `wuu`: each top-level folder is a subpackage of `wuu` (see README.md)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""`delegate_execution_backend_v4`: an explicit peer client for a partial backend (seed 000).
+"""`delegate_execution_backend_v4`: an explicit peer client for a partial backend (spec/methods/worker.json).
 
 The peer starts lazily at `initialize` and must accept the same complete binding and grant the
 requested capabilities. It is never retried or replaced: once it fails, every call fails. Each call

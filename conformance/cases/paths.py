@@ -326,7 +326,8 @@ def _vectors() -> tuple[list[str], list[str]]:
         .read_text("utf-8")
     )
     wuu_home = document["wuu_home"].rstrip("/") + "/"
-    sensitive, ordinary = [], []
+    sensitive: list[str] = []
+    ordinary: list[str] = []
     for vector in document["vectors"]:
         if not vector["path"].startswith(wuu_home):
             (sensitive if vector["sensitive"] else ordinary).append(vector["path"].lstrip("/"))

@@ -1,4 +1,4 @@
-"""delegate_execution_backend_v4: the rules of seed 000's delegation, on real processes.
+"""delegate_execution_backend_v4: the delegation rules (spec/methods/worker.json), on real processes.
 
 (The delegating adapter around the native worker also runs the whole native-worker suite:
 see WORKER_COMMANDS in test_native_worker.py.)

@@ -29,7 +29,7 @@ from wuu.worker.client import WorkerClient
 # on the pid (or anything else) of the worker process itself.
 WORKER_COMMANDS: dict[str, list[str]] = {
     "native": [sys.executable, "-m", "wuu.worker"],
-    # The native worker behind delegate_execution_backend_v4 (seed 000's audit example) passes the same tests.
+    # The native worker behind delegate_execution_backend_v4 (the README's audit example) passes the same tests.
     "delegated": [sys.executable, str(Path(__file__).parent / "fixtures" / "delegating_worker.py")],
 }
 

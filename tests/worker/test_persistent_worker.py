@@ -1,4 +1,4 @@
-"""A persistent worker outlives its connection (DESIGN §6): reconnect, same binding, same processes."""
+"""A persistent worker outlives its connection (spec/schema/config/execution_environments.schema.json): reconnect, same binding, same processes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The OS sandbox for commands in the confined permission modes (seed 004, DESIGN.md §3), on Linux Landlock.
+"""The OS sandbox for commands in the confined permission modes, on Linux Landlock.
+
+spec/schema/permissions/permission_modes.schema.json and spec/schema/worker/execute.schema.json state the rules.
 
 `read_only` commands may write no file anywhere; `standard` commands may write only beneath the execution root
 and a private temporary directory. Both may read and execute everything, and both may write the few character
@@ -23,7 +25,7 @@ from wuu.worker.native import landlock
 from wuu.worker.native.landlock import AccessFs
 
 # ABI 3 is the first that restricts truncation; below it a confined command could still empty any file it can
-# open for reading (seed 000).
+# open for reading.
 MIN_ABI = 3
 
 # Character devices that commands routinely open for writing (`> /dev/null`, `dd of=/dev/zero`, prompts on
