@@ -52,10 +52,12 @@ def ref_name(schema: dict[str, Any]) -> str | None:
 
 
 def is_map(field: FieldDescriptor) -> bool:
+    """Whether a proto field is a map."""
     return field.type == FieldDescriptor.TYPE_MESSAGE and bool(field.message_type.GetOptions().map_entry)
 
 
 def is_repeated(field: FieldDescriptor) -> bool:
+    """Whether a proto field is repeated (maps included)."""
     return bool(field.is_repeated)
 
 

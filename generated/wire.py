@@ -6,17 +6,15 @@ Wire models validate by alias only (a Go-cased field is accepted only under its 
 unknown fields, and serialize by alias. `to_wire()` dumps exactly the fields that were set, so a
 decoded message re-encodes to the same JSON and optional fields never appear as `null`.
 
-The spec's own keywords that JSON Schema cannot express (`x-max-utf8-bytes`, `x-max-decoded-bytes`,
-`x-max-sum`) are enforced here, once, for every model that carries them; so are `uniqueItems` and
-"optional but never null", which the generator passes on as `x-unique-items` and `x-not-null`. A
-model whose def uses a keyword that pydantic cannot express (listed in SCHEMA_CHECKED_MODELS at the end
-of this module) also runs its def's jsonschema validator.
+The spec's own keywords that JSON Schema cannot express (`keywords.SPEC_KEYWORDS`) are enforced here,
+once, for every model that carries them; so are `uniqueItems` and "optional but never null", which the
+generator passes on as `keywords.GENERATOR_KEYWORDS`. A model whose def uses a keyword that pydantic
+cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) also runs its def's
+jsonschema validator: this module depends on `validators`, never the other way round.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self, get_args, get_origin
@@ -25,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.fields import FieldInfo
 from typing_extensions import TypeAliasType
 
-_LIMIT_KEYWORDS = ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum", "x-unique-items", "x-not-null")
+from .keywords import MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, limit_violation
 
 
 class WireModel(BaseModel):
@@ -52,7 +50,7 @@ class WireModel(BaseModel):
             (name, field.alias or name, keyword, extra[keyword])
             for name, field in cls.model_fields.items()
             for extra in _schema_extras(field)
-            for keyword in _LIMIT_KEYWORDS
+            for keyword in MODEL_KEYWORDS
             if keyword in extra
         )
 
@@ -60,14 +58,21 @@ class WireModel(BaseModel):
     def _check_wire_limits(self) -> Self:
         for name, wire_name, keyword, argument in self.__wire_limits__:
             value = getattr(self, name)
-            if keyword == "x-not-null":
+            if keyword == NOT_NULL:
                 if value is None and name in self.model_fields_set:
                     raise ValueError(f"{wire_name}: is never null; omit the field instead")
-            elif value is not None:
+                continue
+            if value is None:
+                continue
+            if keyword == UNIQUE_ITEMS:
+                problem = _duplicates(value) if argument else None  # `uniqueItems: false` asks nothing
+            else:
                 problem = limit_violation(keyword, argument, value)
-                if problem:
-                    raise ValueError(f"{wire_name}: {problem}")
+            if problem:
+                raise ValueError(f"{wire_name}: {problem}")
         if type(self).__name__ in SCHEMA_CHECKED_MODELS:
+            # Imported here: jsonschema takes tens of milliseconds to import, and most processes
+            # (a worker's cold start among them) use no schema-checked model.
             from .validators import error_locations, errors
 
             found = errors(type(self).__name__, self.to_wire())
@@ -116,41 +121,13 @@ def _schema_extras(field: FieldInfo) -> Iterator[Mapping[str, Any]]:
             pending.extend(get_args(annotation))
 
 
-def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
-    """Check one spec limit keyword; return what is wrong, or None. Shared with the jsonschema validators."""
-    if keyword == "x-max-utf8-bytes":
-        if isinstance(value, str):
-            size = len(value.encode("utf-8"))
-            if size > argument:
-                return f"{size} UTF-8 bytes is over the limit of {argument}"
-        return None
-    if keyword == "x-max-decoded-bytes":
-        if isinstance(value, str):
-            try:
-                size = len(base64.b64decode(value, validate=True))
-            except (binascii.Error, ValueError):
-                return "is not valid base64"
-            if size > argument:
-                return f"{size} decoded bytes is over the limit of {argument}"
-        return None
-    if keyword == "x-max-sum":
-        if isinstance(value, list):
-            prop = argument["property"]
-            total = 0
-            for item in value:
-                item_value = item.get(prop) if isinstance(item, Mapping) else getattr(item, prop, None)
-                if isinstance(item_value, int):
-                    total += item_value
-            if total > argument["maximum"]:
-                return f"the sum of `{prop}` is {total}, over the limit of {argument['maximum']}"
-        return None
-    if keyword == "x-unique-items":
-        if argument and isinstance(value, list):
-            seen = [item.to_wire() if isinstance(item, WireModel) else item for item in value]
-            if any(item in seen[:index] for index, item in enumerate(seen)):
-                return "has duplicate items"
-        return None
-    raise ValueError(f"unknown limit keyword {keyword}")
+def _duplicates(value: object) -> str | None:
+    """Check `x-unique-items` (JSON Schema's `uniqueItems: true`): items compare by their wire JSON."""
+    if isinstance(value, list):
+        seen = [item.to_wire() if isinstance(item, WireModel) else item for item in value]
+        if any(item in seen[:index] for index, item in enumerate(seen)):
+            return "has duplicate items"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

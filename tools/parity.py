@@ -1,6 +1,6 @@
 """Check that every JSON Schema message has its proto3 twin, field for field (spec/README.md, "proto3 twins").
 
-Usage: python tools/parity.py    (exit 1 and one line per difference)
+Usage: python -m tools.parity    (from the repository root; exit 1 and one line per difference)
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.descriptor_pool import DescriptorPool
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from templates.protojson import enum_value_name, is_map, is_repeated, ref_name
-
-from spec import SPEC, area_of_defs, bundle
+from tools.spec import SPEC, area_of_defs, bundle
+from tools.templates.protojson import enum_value_name, is_map, is_repeated, ref_name
 
 PROTO_DIR = SPEC / "proto"
 # Areas whose messages travel over gRPC or are stored as protobuf, and so have twins.
@@ -39,7 +37,8 @@ INTEGER_RANGES = {
 
 
 def load_pool() -> DescriptorPool:
-    import grpc_tools
+    """Every .proto of spec/proto compiled by protoc, in a descriptor pool."""
+    import grpc_tools  # type: ignore[import-untyped]
 
     files = sorted(str(p.relative_to(PROTO_DIR)) for p in PROTO_DIR.rglob("*.proto"))
     well_known = str(Path(grpc_tools.__file__).parent / "_proto")
@@ -130,6 +129,7 @@ def scalar_type_ok(field: FieldDescriptor, schema: dict[str, Any], defs: dict[st
 def check_object(
     name: str, schema: dict[str, Any], message: Descriptor, defs: dict[str, Any]
 ) -> Iterator[str]:
+    """How the twin of a JSON object def differs from it, field for field."""
     by_json = {field.json_name: field for field in message.fields}
     properties = schema.get("properties", {})
     required = set(schema.get("required", []))
@@ -170,7 +170,8 @@ def check_object(
 
 
 def check_union(name: str, schema: dict[str, Any], message: Descriptor) -> Iterator[str]:
-    branches = {ref_name(branch) for branch in schema["oneOf"]}
+    """How the twin of a JSON union differs from it: one oneof with one field per branch."""
+    branches = {str(ref_name(branch)) for branch in schema["oneOf"]}
     if len(message.oneofs) != 1 or len(message.fields) != len(message.oneofs[0].fields):
         yield f"{message.full_name}: the twin of union {name} is one oneof and nothing else"
         return
@@ -180,6 +181,7 @@ def check_union(name: str, schema: dict[str, Any], message: Descriptor) -> Itera
 
 
 def check_enum(name: str, schema: dict[str, Any], enum: EnumDescriptor) -> Iterator[str]:
+    """How the twin of a JSON enum differs from it: an UNSPECIFIED zero, then the values in order."""
     expected = [f"{enum_value_name(name, 'UNSPECIFIED')}"] + [
         enum_value_name(name, v) for v in schema["enum"]
     ]
@@ -191,6 +193,7 @@ def check_enum(name: str, schema: dict[str, Any], enum: EnumDescriptor) -> Itera
 
 
 def differences() -> list[str]:
+    """Every difference between spec/schema and spec/proto, one line each."""
     defs = bundle()["$defs"]
     messages, enums, duplicates = twins(load_pool())
     found = [f"{name}: defined twice in spec/proto" for name in duplicates]
@@ -223,6 +226,7 @@ def differences() -> list[str]:
 
 
 def main() -> int:
+    """Print the differences; exit status 1 when there is any."""
     found = differences()
     for line in found:
         print(line)

@@ -17,24 +17,30 @@ ID_PREFIX = "https://schemas.wuu.dev/"
 
 @dataclass(frozen=True)
 class SchemaFile:
+    """One schema file of spec/schema and its parsed document."""
+
     path: Path
     document: dict[str, Any]
 
     @property
     def area(self) -> str:
+        """The spec area: the folder under spec/schema (`worker`, `userhost`, ...)."""
         return self.path.parent.name
 
     @property
     def relative(self) -> str:
+        """The path under spec/schema, as problems name the file."""
         return self.path.relative_to(SCHEMA_DIR).as_posix()
 
 
 def read_json(path: Path) -> Any:
+    """A JSON file's content."""
     with path.open(encoding="utf-8") as handle:
         return json.load(handle)
 
 
 def schema_files() -> list[SchemaFile]:
+    """Every schema file of spec/schema, sorted by path."""
     return [SchemaFile(path, read_json(path)) for path in sorted(SCHEMA_DIR.glob("*/*.schema.json"))]
 
 

@@ -1,6 +1,6 @@
 """Check that spec/ keeps its own conventions (spec/README.md) and that its examples say what they claim.
 
-Usage: python tools/speclint.py    (exit 1 and one line per problem when anything is off)
+Usage: python -m tools.speclint    (from the repository root; exit 1 and one line per problem when anything is off)
 """
 
 from __future__ import annotations
@@ -8,26 +8,24 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from templates.validators import compile_validator, error_locations
-
-from spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
+from tools.spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
+from tools.templates.keywords import GENERATOR_KEYWORDS, SPEC_KEYWORDS
+from tools.templates.validators import compile_validator, error_locations
 
 ROOT_KEYS = {"$schema", "$id", "title", "description", "$defs"}
 PASCAL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 RFC3339_PATTERN = (
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
-LIMIT_KEYWORDS = ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")
 
 
 def lint_file(file: SchemaFile) -> Iterator[str]:
+    """The problems of one schema file: its root keys, its $id, and each of its defs."""
     doc, where = file.document, file.relative
     if set(doc) - ROOT_KEYS:
         yield f"{where}: unexpected root keys {sorted(set(doc) - ROOT_KEYS)}"
@@ -47,6 +45,7 @@ def lint_file(file: SchemaFile) -> Iterator[str]:
 
 
 def lint_def(where: str, name: str, schema: dict[str, Any]) -> Iterator[str]:
+    """The problems of one def: its name, title, description, enum and union rules, and its nodes."""
     if not PASCAL.match(name):
         yield f"{where}: def names are PascalCase"
     if schema.get("title") != name:
@@ -67,6 +66,7 @@ def lint_def(where: str, name: str, schema: dict[str, Any]) -> Iterator[str]:
 
 
 def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[str]:
+    """The problems of one schema node and of the properties, items and values under it."""
     types = node.get("type")
     types = types if isinstance(types, list) else [types]
     if "object" in types:
@@ -95,9 +95,13 @@ def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[s
         yield f"{where}: a date-time carries the RFC 3339 pattern of spec/README.md"
     if "contentEncoding" in node and node["contentEncoding"] != "base64":
         yield f"{where}: the only contentEncoding is base64"
-    for keyword in LIMIT_KEYWORDS:
+    for keyword in SPEC_KEYWORDS:
         if keyword in node and not top and where.count("/properties/") != 1:
             yield f"{where}: {keyword} belongs on a def or directly on a property"
+    for keyword in GENERATOR_KEYWORDS:
+        # The validators do not know these keywords: written in spec/, only the models would check them.
+        if keyword in node:
+            yield f"{where}: {keyword} is added by the generator, never written in spec/"
 
 
 class _Checker:
@@ -109,6 +113,7 @@ class _Checker:
 
 
 def lint_examples(checker: _Checker) -> Iterator[str]:
+    """Valid examples that are rejected, invalid ones accepted or rejected elsewhere, missing ones."""
     defs = checker.bundle["$defs"]
     seen: set[str] = set()
     for path in sorted((SPEC / "examples").glob("*/*.json")):
@@ -144,6 +149,7 @@ def lint_examples(checker: _Checker) -> Iterator[str]:
 
 
 def lint_catalogs(checker: _Checker) -> Iterator[str]:
+    """Method catalogs that break the MethodCatalog def or name no def."""
     defs = checker.bundle["$defs"]
     for protocol, catalog in catalogs().items():
         where = f"methods/{protocol}.json"
@@ -160,10 +166,11 @@ def lint_catalogs(checker: _Checker) -> Iterator[str]:
 
 
 def lint_data(checker: _Checker) -> Iterator[str]:
+    """Data files that break the def their `schema` names."""
     for path in sorted((SPEC / "data").glob("*.json")):
         document = read_json(path)
         name = document.get("schema") if isinstance(document, dict) else None
-        if name not in checker.bundle["$defs"]:
+        if not isinstance(name, str) or name not in checker.bundle["$defs"]:
             yield f"data/{path.name}: `schema` must name the def the file follows"
             continue
         for error in checker.errors(name, document):
@@ -171,6 +178,7 @@ def lint_data(checker: _Checker) -> Iterator[str]:
 
 
 def problems() -> list[str]:
+    """Every problem of spec/, one line each."""
     found: list[str] = []
     files = schema_files()
     for file in files:
@@ -186,6 +194,7 @@ def problems() -> list[str]:
 
 
 def main() -> int:
+    """Print the problems; exit status 1 when there is any."""
     found = problems()
     for problem in found:
         print(problem)

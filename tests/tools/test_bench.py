@@ -1,5 +1,5 @@
-"""`make bench` works end to end: a quick run of tools/bench.py reports every figure (no speed assertions:
-the machine is noisy, and speed is what `make bench` itself measures)."""
+"""`make bench` works end to end: a quick run of `python -m tools.bench` reports every figure (no speed
+assertions: the machine is noisy, and speed is what `make bench` itself measures)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ TARGETED = (
 def test_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     report_path = tmp_path / "bench.json"
     run = subprocess.run(
-        [sys.executable, "tools/bench.py", "--quick", "--json", str(report_path)],
+        [sys.executable, "-m", "tools.bench", "--quick", "--json", str(report_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,7 @@
-"""The spec's tools catch what they exist to catch, on a scratch copy of the repository."""
+"""The spec's tools catch what they exist to catch, on a scratch copy of the repository.
+
+Each tool runs as `python -m tools.<name>` from the scratch root, as `make` runs it from the repository's.
+"""
 
 from __future__ import annotations
 
@@ -22,8 +25,11 @@ def scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def run_tool(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], cwd=root, capture_output=True, text=True, timeout=300)
+def run_tool(root: Path, tool: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `python -m tools.<tool> args...` with `root` as the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", f"tools.{tool}", *args], cwd=root, capture_output=True, text=True, timeout=300
+    )
 
 
 def edit_json(path: Path, edit: object) -> None:
@@ -35,7 +41,7 @@ def edit_json(path: Path, edit: object) -> None:
 def test_speclint_names_a_missing_description(scratch: Path) -> None:
     path = scratch / "spec/schema/worker/process.schema.json"
     edit_json(path, lambda d: d["$defs"]["ProcessGetParams"]["properties"]["id"].pop("description"))
-    result = run_tool(scratch, "tools/speclint.py")
+    result = run_tool(scratch, "speclint")
     assert result.returncode == 1
     assert (
         "worker/process.schema.json#/$defs/ProcessGetParams/properties/id: needs a description"
@@ -49,9 +55,20 @@ def test_speclint_catches_an_invalid_example_that_is_accepted(scratch: Path) -> 
         path,
         lambda d: d["invalid"].append({"description": "fine", "instance": {"Process": "p"}, "field": ""}),
     )
-    result = run_tool(scratch, "tools/speclint.py")
+    result = run_tool(scratch, "speclint")
     assert result.returncode == 1
     assert "(fine) is accepted" in result.stdout
+
+
+def test_speclint_refuses_a_keyword_of_the_generator_in_the_spec(scratch: Path) -> None:
+    path = scratch / "spec/schema/worker/process.schema.json"
+    edit_json(path, lambda d: d["$defs"]["ProcessGetParams"]["properties"]["id"].update({"x-not-null": True}))
+    result = run_tool(scratch, "speclint")
+    assert result.returncode == 1
+    assert (
+        "worker/process.schema.json#/$defs/ProcessGetParams/properties/id: "
+        "x-not-null is added by the generator, never written in spec/" in result.stdout
+    )
 
 
 def test_parity_names_a_field_missing_from_the_twin(scratch: Path) -> None:
@@ -59,7 +76,7 @@ def test_parity_names_a_field_missing_from_the_twin(scratch: Path) -> None:
     text = path.read_text()
     line = next(line for line in text.splitlines() if 'json_name = "MinDwell"' in line)
     path.write_text(text.replace(line + "\n", ""))
-    result = run_tool(scratch, "tools/parity.py")
+    result = run_tool(scratch, "parity")
     assert result.returncode == 1
     assert "wuu.worker.v4.ProcessReadParams: no field has json_name 'MinDwell'" in result.stdout
 
@@ -71,15 +88,15 @@ def test_check_generated_prints_the_diff_of_a_hand_edit(scratch: Path) -> None:
             "WORKER_MAX_FRAME_BYTES: Final = 16777216", "WORKER_MAX_FRAME_BYTES: Final = 1"
         )
     )
-    result = run_tool(scratch, "tools/generate.py", "--check")
+    result = run_tool(scratch, "generate", "--check")
     assert result.returncode == 1
     assert "-WORKER_MAX_FRAME_BYTES: Final = 1\n+WORKER_MAX_FRAME_BYTES: Final = 16777216" in result.stdout
 
 
 def test_generation_is_deterministic(scratch: Path) -> None:
-    result = run_tool(scratch, "tools/generate.py")
+    result = run_tool(scratch, "generate")
     assert result.returncode == 0, result.stderr
-    result = run_tool(scratch, "tools/generate.py", "--check")
+    result = run_tool(scratch, "generate", "--check")
     assert result.returncode == 0, result.stdout
     fresh = {
         p.relative_to(scratch / "generated"): p.read_bytes()

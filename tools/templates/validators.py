@@ -1,8 +1,8 @@
 """jsonschema validators compiled from the bundled spec (`schema/bundle.json`).
 
 `validator(name)` returns a Draft 2020-12 validator for one def of the spec, with the spec's limit
-keywords (`x-max-utf8-bytes`, `x-max-decoded-bytes`, `x-max-sum`) enforced. Timestamps are checked
-by their RFC 3339 `pattern`, so the result does not depend on which optional format checkers are installed.
+keywords (`keywords.SPEC_KEYWORDS`) enforced. Timestamps are checked by their RFC 3339 `pattern`, so
+the result does not depend on which optional format checkers are installed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 from referencing import Registry, Resource
 
-from .wire import limit_violation
+from .keywords import SPEC_KEYWORDS, limit_violation
 
 BUNDLE_ID = "https://schemas.wuu.dev/bundle.json"
 
@@ -39,10 +39,7 @@ def _is_integer(checker: Any, instance: Any) -> bool:
 
 _WireValidator = extend(
     Draft202012Validator,
-    {
-        keyword: _limit_keyword(keyword)
-        for keyword in ("x-max-utf8-bytes", "x-max-decoded-bytes", "x-max-sum")
-    },
+    {keyword: _limit_keyword(keyword) for keyword in SPEC_KEYWORDS},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
 )
 

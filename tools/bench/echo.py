@@ -7,7 +7,7 @@ does work: `export/read {path, offset, max_bytes}` answers `{data, eof}` with th
 chunk of the file, read and encoded exactly as the native worker's `export/read` does, so the export
 figure compares the native worker with the cost of the same bytes on a bare pipe.
 
-Usage: python tools/bench_echo.py   (run by tools/bench.py; it imports nothing from wuu)
+Usage: python tools/bench/echo.py   (run by the bench as a plain script; it imports nothing from wuu or tools)
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def export_read(data: dict[str, Any]) -> dict[str, Any]:
 
 
 async def serve() -> None:
+    """Answer every frame on stdin until it closes."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=FRAME_LIMIT - 1)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)

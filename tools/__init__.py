@@ -1,0 +1,9 @@
+"""The project's developer tools, run from the repository root as `python -m tools.<name>`.
+
+- `generate`: spec/ -> generated/ (`make generate`, `make check-generated`);
+- `speclint`: spec/ keeps its conventions; `parity`: every JSON message has its proto3 twin (`make lint`);
+- `bench`: the native worker's speed beside a raw baseline (`make bench`);
+- `spec`: loads and bundles the spec, for the others; `templates`: the modules copied into generated/.
+
+Not part of the `wuu` distribution.
+"""

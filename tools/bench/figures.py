@@ -1,0 +1,216 @@
+"""The reported figures: which samples each compares, its target, and its value, baseline and ratio."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .samples import Samples
+
+MEMORY_LIMIT_MIB = 64.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A figure's goal: its ratio to the baseline at most or at least `bound`, or its value below `bound`."""
+
+    kind: str  # "ratio_max" | "ratio_min" | "value_max"
+    bound: float
+
+    def text(self, unit: str) -> str:
+        """The target as the table shows it."""
+        if self.kind == "ratio_max":
+            return f"<= {self.bound:g}x"
+        if self.kind == "ratio_min":
+            return f">= {self.bound:g}x"
+        return f"< {self.bound:g} {unit}"
+
+    def met(self, value: float, ratio: float | None) -> bool:
+        """Whether a figure's value and ratio meet the target."""
+        if self.kind == "value_max":
+            return value < self.bound
+        assert ratio is not None
+        return ratio <= self.bound if self.kind == "ratio_max" else ratio >= self.bound
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One row of the report."""
+
+    key: str
+    label: str
+    unit: str
+    side: str  # the key of the measured side's samples
+    baseline: str  # the key of the baseline's samples
+    baseline_label: str
+    target: Target | None
+
+
+FIGURES = (
+    FigureSpec(
+        "rtt_p50",
+        "round trip p50, process/list",
+        "us",
+        "rtt_p50/native",
+        "rtt_p50/echo",
+        "echo",
+        Target("ratio_max", 1.5),
+    ),
+    FigureSpec(
+        "rtt_p99",
+        "round trip p99, process/list",
+        "us",
+        "rtt_p99/native",
+        "rtt_p99/echo",
+        "echo",
+        Target("ratio_max", 1.5),
+    ),
+    FigureSpec(
+        "rtt_p50_wire", "  same, untyped client (diag.)", "us", "rtt_p50/wire", "rtt_p50/echo", "echo", None
+    ),
+    FigureSpec(
+        "rtt_p99_wire", "  p99, untyped client (diag.)", "us", "rtt_p99/wire", "rtt_p99/echo", "echo", None
+    ),
+    FigureSpec(
+        "pipelined",
+        "pipelined, 64 in flight",
+        "req/s",
+        "pipelined/native",
+        "pipelined/echo",
+        "echo",
+        Target("ratio_min", 0.5),
+    ),
+    FigureSpec(
+        "pipelined_cpu",
+        "  worker CPU per request (diag.)",
+        "us",
+        "pipelined_cpu/native",
+        "pipelined_cpu/echo",
+        "echo",
+        None,
+    ),
+    FigureSpec(
+        "pipelined_wire",
+        "  same, untyped client (diag.)",
+        "req/s",
+        "pipelined/wire",
+        "pipelined/echo",
+        "echo",
+        None,
+    ),
+    FigureSpec(
+        "export",
+        "export, 8 MiB chunks, open..close",
+        "MB/s",
+        "export/native",
+        "export/echo",
+        "echo",
+        Target("ratio_min", 0.7),
+    ),
+    FigureSpec(
+        "export_reads",
+        "  export/read phase only (diag.)",
+        "MB/s",
+        "export_reads/native",
+        "export/echo",
+        "echo",
+        None,
+    ),
+    FigureSpec(
+        "export_wire",
+        "  open..close, untyped client (diag.)",
+        "MB/s",
+        "export/wire",
+        "export/echo",
+        "echo",
+        None,
+    ),
+    FigureSpec(
+        "stream",
+        "process/read stream, to exit seen",
+        "MB/s",
+        "stream/native",
+        "stream/bare",
+        "pipe read",
+        None,
+    ),
+    FigureSpec(
+        "stream_delivered",
+        "  bytes delivered by process/read",
+        "MB/s",
+        "stream_delivered/native",
+        "stream/bare",
+        "pipe read",
+        None,
+    ),
+    FigureSpec(
+        "cold_start",
+        "cold start, spawn..initialize reply",
+        "ms",
+        "cold/native",
+        "cold/echo",
+        "echo",
+        Target("ratio_max", 2.0),
+    ),
+    FigureSpec(
+        "start_exit_unconfined",
+        "process/start true..exit, unconfined",
+        "ms",
+        "start_exit/unconfined",
+        "start_exit/bare",
+        "bare spawn",
+        Target("ratio_max", 1.5),
+    ),
+    FigureSpec(
+        "start_exit_standard",
+        "process/start true..exit, standard",
+        "ms",
+        "start_exit/standard",
+        "start_exit/bare",
+        "bare spawn",
+        Target("ratio_max", 1.5),
+    ),
+    FigureSpec(
+        "export_peak_rss",
+        "peak RSS above idle while exporting",
+        "MiB",
+        "memory/native",
+        "memory/echo",
+        "echo",
+        Target("value_max", MEMORY_LIMIT_MIB),
+    ),
+)
+
+
+def figures(samples: Samples) -> dict[str, dict[str, Any]]:
+    """Every figure of FIGURES, by key, as the JSON report holds it."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec in FIGURES:
+        value = samples.median(spec.side)
+        baseline = samples.median(spec.baseline)
+        ratio = paired_ratio(samples.rounds[spec.side], samples.rounds[spec.baseline])
+        passed = None if spec.target is None else spec.target.met(value, ratio)
+        found[spec.key] = {
+            "label": spec.label.strip(),
+            "unit": spec.unit,
+            "value": value,
+            "baseline": baseline,
+            "baseline_side": spec.baseline_label,
+            "ratio": ratio,
+            "ratio_of_medians": value / baseline if baseline else None,
+            "target": None if spec.target is None else spec.target.text(spec.unit),
+            "pass": passed,
+            "rounds": {"value": samples.rounds[spec.side], "baseline": samples.rounds[spec.baseline]},
+        }
+    return found
+
+
+def paired_ratio(values: Sequence[float], baselines: Sequence[float]) -> float | None:
+    """The median of the rounds' ratios: each round measures both sides back to back, so a slow
+    stretch of a noisy machine weighs on both sides of one ratio instead of on one side of the median."""
+    if len(values) != len(baselines):
+        return statistics.median(values) / statistics.median(baselines)
+    ratios = [value / baseline for value, baseline in zip(values, baselines, strict=True) if baseline]
+    return statistics.median(ratios) if ratios else None

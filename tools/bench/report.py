@@ -1,0 +1,92 @@
+"""What a run prints: the table of figures, the notes under it, and the machine it ran on."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .figures import FIGURES
+from .workers import NATIVE_COMMAND
+
+
+def number(value: float, unit: str) -> str:
+    """A value with its unit, to three significant digits or as a whole number."""
+    if value >= 100:
+        return f"{value:,.0f} {unit}"
+    return f"{value:.2f} {unit}" if value < 10 else f"{value:.1f} {unit}"
+
+
+def table(found: dict[str, dict[str, Any]]) -> str:
+    """The figures as a text table: figure, native, baseline, ratio, target, result."""
+    header = ("figure", "native", "baseline", "ratio", "target", "result")
+    rows = [header]
+    for spec in FIGURES:
+        figure = found[spec.key]
+        verdict = "" if figure["pass"] is None else ("PASS" if figure["pass"] else "MISS")
+        rows.append(
+            (
+                spec.label,
+                number(figure["value"], spec.unit),
+                f"{number(figure['baseline'], spec.unit)} ({spec.baseline_label})",
+                f"{figure['ratio']:.2f}x" if figure["ratio"] is not None else "",
+                figure["target"] or "",
+                verdict,
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = []
+    for number_of_row, row in enumerate(rows):
+        cells = [
+            cell.ljust(width) if column in (0, 4, 5) else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if number_of_row == 0:
+            lines.append("  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
+    """The text under the table: what the sides are, how much process/read delivered, and the run."""
+    info = report["machine"]
+    start, end = info["loadavg_at_start"][0], info["loadavg_at_end"][0]
+    return (
+        f"\nnative: `python {' '.join(NATIVE_COMMAND[1:])}` through the typed WorkerClient; (diag.) rows: the "
+        "same worker through\nWorkerClient.request (no host-side models); echo: tools/bench/echo.py through "
+        "WorkerClient.request.\nValues are medians over the rounds; ratio is the median of the rounds' "
+        "native/baseline ratios.\n"
+        f"process/read delivered {delivered:.1%} of the output"
+        + (
+            ": the worker keeps only a tail of it, and a fast writer outruns the reads."
+            if delivered < 0.99
+            else "."
+        )
+        + f"\n{info['nproc']} CPUs, Python {info['python']}, load average {start:.2f} at start, {end:.2f} at end"
+        f"{' (other work was running: figures are noisier)' if start > 0.5 else ''}; "
+        f"{report['seconds']:.0f} s; JSON: {json_path}"
+    )
+
+
+def machine() -> dict[str, Any]:
+    """The machine and interpreter the run measures, and the load average at its start."""
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu": model,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "orjson": orjson.__version__,
+        "loadavg_at_start": list(os.getloadavg()),
+    }

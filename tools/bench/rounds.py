@@ -1,0 +1,143 @@
+"""The run: a file to export, then every figure's sides measured round by round, then memory."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from wuu.generated.models import PermissionMode, ProcessListParams
+from wuu.worker.client import WorkerClient
+
+from .cold_start import cold_echo, cold_native
+from .config import MB, MIB, Config
+from .exports import export_echo, export_typed, export_wire
+from .memory import export_memory
+from .processes import spawn_bare, start_exit
+from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, round_trips
+from .samples import Samples, alternate, percentile, share
+from .streaming import stream_bare, stream_native
+from .workers import ECHO_COMMAND, NATIVE_COMMAND, SESSION, close, data_of, forget_transcript, spawn_native
+
+
+class Bench:
+    """One run of every measurement; its samples, the memory figures and the initialize reply."""
+
+    def __init__(self, config: Config, workdir: Path, log: Callable[[str], None]) -> None:
+        self.config = config
+        self.root = workdir / "root"
+        self.root.mkdir()
+        self.export_file = self.root / "export.bin"
+        self.samples = Samples()
+        self.memory: dict[str, dict[str, float]] = {}
+        self.init_reply: dict[str, Any] = {}
+        self.log = log
+
+    async def run(self) -> None:
+        """Write the file to export, measure every round, then the memory figures."""
+        with open(self.export_file, "wb") as out:
+            remaining = self.config.export_bytes
+            while remaining:
+                block = min(remaining, 8 * MIB)
+                out.write(os.urandom(block))
+                remaining -= block
+        probe = await WorkerClient.spawn(NATIVE_COMMAND)
+        self.init_reply = (await probe.connect(str(self.root), SESSION)).to_wire()
+        await close(probe)
+        for index in range(self.config.rounds):
+            self.log(f"round {index + 1} of {self.config.rounds}")
+            await self.round(index)
+        self.log("memory")
+        self.memory = await export_memory(self.root, self.export_file)
+        for side, found in self.memory.items():
+            self.samples.add(f"memory/{side}", found["delta_mib"])
+
+    async def round(self, index: int) -> None:
+        """Round `index` of every timed figure, each side in turn."""
+        config, samples = self.config, self.samples
+        echo = await WorkerClient.spawn(ECHO_COMMAND)
+        native = await spawn_native(self.root)
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "echo": lambda: data_of(echo, "echo", EMPTY_LIST_REPLY),
+            "native": lambda: native.process_list(ProcessListParams()),
+            "wire": lambda: data_of(native, "process/list", {}),
+        }
+        clients = {"echo": echo, "native": native, "wire": native}
+        sides = ("echo", "native", "wire")
+        latencies: dict[str, list[float]] = defaultdict(list)
+        for side in sides:
+            await round_trips(calls[side], config.warmup)
+        for block in range(config.rtt_blocks):
+            for side in alternate(sides, index + block):
+                latencies[side] += await round_trips(calls[side], config.rtt_requests // config.rtt_blocks)
+        for side in sides:
+            samples.add(f"rtt_p50/{side}", percentile(latencies[side], 0.50))
+            samples.add(f"rtt_p99/{side}", percentile(latencies[side], 0.99))
+        forget_transcript(echo, native)
+        for side in alternate(sides, index):
+            await pipelined(calls[side], config.warmup)
+            busy = cpu_seconds(clients[side])
+            samples.add(f"pipelined/{side}", await pipelined(calls[side], config.pipelined_requests))
+            busy = cpu_seconds(clients[side]) - busy
+            samples.add(f"pipelined_cpu/{side}", busy / config.pipelined_requests * 1e6)
+            forget_transcript(echo, native)
+        exports = {
+            "echo": lambda: export_echo(echo, self.export_file),
+            "native": lambda: export_typed(native, self.export_file),
+            "wire": lambda: export_wire(native, self.export_file),
+        }
+        for side in alternate(sides, index):
+            timing = await exports[side]()
+            samples.add(f"export/{side}", timing.size / timing.total_s / MB)
+            if side == "native":
+                samples.add("export_reads/native", timing.size / timing.reads_s / MB)
+            forget_transcript(echo, native)
+        size = config.stream_bytes
+        for side in alternate(("bare", "native"), index):
+            if side == "bare":
+                samples.add("stream/bare", size / await stream_bare(size) / MB)
+            else:
+                elapsed, delivered = await stream_native(native, size)
+                samples.add("stream/native", size / elapsed / MB)
+                samples.add("stream_delivered/native", delivered / elapsed / MB)
+                samples.add("stream_delivered_share/native", delivered / size)
+            forget_transcript(native)
+        await close(echo)
+        await self.spawns(native, index)
+        await close(native)
+        await self.cold_starts(index)
+
+    async def spawns(self, native: WorkerClient, index: int) -> None:
+        """Round `index`'s share of process/start..exit in each mode, beside bare spawns."""
+        native.pending_events()
+        events = aiter(native.events())
+        modes = {"unconfined": PermissionMode.UNCONFINED, "standard": PermissionMode.STANDARD}
+        for mode in modes.values():  # the first confined start builds the sandbox's ruleset
+            await start_exit(native, events, mode)
+        await spawn_bare()
+        timings: dict[str, list[float]] = defaultdict(list)
+        for turn in range(share(self.config.spawns, self.config.rounds, index)):
+            for side in alternate(("bare", "unconfined", "standard"), index + turn):
+                if side == "bare":
+                    timings[side].append(await spawn_bare())
+                else:
+                    timings[side].append(await start_exit(native, events, modes[side]))
+        for side, values in timings.items():
+            self.samples.add(f"start_exit/{side}", statistics.median(values))
+            self.samples.rounds[f"start_exit_all/{side}"].extend(values)
+
+    async def cold_starts(self, index: int) -> None:
+        """Round `index`'s share of cold starts of each worker."""
+        timings: dict[str, list[float]] = defaultdict(list)
+        for turn in range(share(self.config.cold_starts, self.config.rounds, index)):
+            for side in alternate(("echo", "native"), index + turn):
+                if side == "echo":
+                    timings[side].append(await cold_echo(self.init_reply))
+                else:
+                    timings[side].append(await cold_native(self.root))
+        for side, values in timings.items():
+            self.samples.add(f"cold/{side}", statistics.median(values))
+            self.samples.rounds[f"cold_all/{side}"].extend(values)

@@ -1,0 +1,63 @@
+"""The spec's own schema keywords, which JSON Schema cannot express, and the check of each limit.
+
+The one list of these keywords: the generator, the spec linter, the wire models and the jsonschema
+validators all read it from here. It imports nothing but the standard library, so that both the
+models (`wire`) and the validators can depend on it without depending on each other.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+MAX_UTF8_BYTES = "x-max-utf8-bytes"
+MAX_DECODED_BYTES = "x-max-decoded-bytes"
+MAX_SUM = "x-max-sum"
+SPEC_KEYWORDS = (MAX_UTF8_BYTES, MAX_DECODED_BYTES, MAX_SUM)
+"""The limits that spec/ itself writes (spec/README.md, "Limits"); models and validators both check them."""
+
+UNIQUE_ITEMS = "x-unique-items"
+NOT_NULL = "x-not-null"
+GENERATOR_KEYWORDS = (UNIQUE_ITEMS, NOT_NULL)
+"""What the generator adds for the models alone: `uniqueItems`, which the model generator leaves
+unchecked, renamed; and an optional field that is never null. spec/ never writes them."""
+
+MODEL_KEYWORDS = SPEC_KEYWORDS + GENERATOR_KEYWORDS
+"""Every keyword the wire models carry as field extras and enforce."""
+
+
+def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
+    """Check `value` against one of SPEC_KEYWORDS with its schema `argument`; return what is wrong, or None.
+
+    `value` is JSON (for the validators) or a model's field value (for the models): an `x-max-sum`
+    array may hold mappings or objects with the summed property as an attribute.
+    """
+    if keyword == MAX_UTF8_BYTES:
+        if isinstance(value, str):
+            size = len(value.encode("utf-8"))
+            if size > argument:
+                return f"{size} UTF-8 bytes is over the limit of {argument}"
+        return None
+    if keyword == MAX_DECODED_BYTES:
+        if isinstance(value, str):
+            try:
+                size = len(base64.b64decode(value, validate=True))
+            except (binascii.Error, ValueError):
+                return "is not valid base64"
+            if size > argument:
+                return f"{size} decoded bytes is over the limit of {argument}"
+        return None
+    if keyword == MAX_SUM:
+        if isinstance(value, list):
+            prop = argument["property"]
+            total = 0
+            for item in value:
+                item_value = item.get(prop) if isinstance(item, Mapping) else getattr(item, prop, None)
+                if isinstance(item_value, int):
+                    total += item_value
+            if total > argument["maximum"]:
+                return f"the sum of `{prop}` is {total}, over the limit of {argument['maximum']}"
+        return None
+    raise ValueError(f"unknown limit keyword {keyword}")
