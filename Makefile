@@ -22,17 +22,18 @@ $(READY): pyproject.toml setup.py
 
 ## generate: spec/ -> generated/ (deterministic; commit the result)
 generate: $(READY)
-	$(PY) tools/generate.py
+	$(PY) -m tools.generate
 
 ## check-generated: fail, printing the diff, if generated/ is not what `make generate` writes
 check-generated: $(READY)
-	$(PY) tools/generate.py --check
+	$(PY) -m tools.generate --check
 
-## lint: the spec's conventions, proto lint and parity, ruff and mypy
+## lint: the spec's conventions, proto lint and parity, the import layers, ruff and mypy
 lint: $(READY) typecheck breaking
-	$(PY) tools/speclint.py
+	$(PY) -m tools.speclint
 	cd spec/proto && ../../$(VENV)/bin/buf lint
-	$(PY) tools/parity.py
+	$(PY) -m tools.parity
+	$(VENV)/bin/lint-imports
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check tools tests $(filter-out generated,$(PACKAGES))
 
@@ -60,7 +61,7 @@ conformance: $(READY)
 
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: $(READY)
-	$(PY) tools/bench.py $(BENCH_ARGS)
+	$(PY) -m tools.bench $(BENCH_ARGS)
 
 ## docker-image: the worker image for the docker backend, built offline (debootstrap + this checkout)
 docker-image: $(READY)
