@@ -1,5 +1,18 @@
-"""The host side: execution environments (profiles and backends) and the adapter bridge.
+"""The host side: execution environments (profiles and backends) and the `wuu-host adapter` bridge.
 
-`wuu-host adapter` serves the v4 worker protocol through a profile's backend; the worker protocol's
-client itself is `wuu.worker.client.WorkerClient`.
+- `profiles`: the `execution_environments` user configuration (spec/schema/config/
+  execution_environments.schema.json): loading, validation reporting every error at once, selection, and
+  each profile as its backend's typed model with the schema's defaults resolved.
+- `errors`: the two families of refusals: `ProfileError` (the configuration is wrong) and
+  `EnvironmentUnavailable` with its subclasses (the environment cannot be provisioned here).
+- `backends`: `environment_for(profile)` and one module per backend served today: `local` and `command`
+  (a child process, `base.ChildProcess`), `docker` (a container, through a Docker exec) and `ssh` (a
+  detached worker on a server, started by the package's `ssh_launcher.sh`). The other backends of the
+  schema validate but are refused as not available yet.
+- `adapter`: serves the v4 worker protocol on stdio through a profile's environment, relaying with
+  `wuu.worker.relay` and one `initialize` interceptor (the environment's binding, the forwarded
+  variables).
+- `cli`: the `wuu-host` command line.
+
+The worker protocol's client itself is `wuu.worker.client.WorkerClient`.
 """

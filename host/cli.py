@@ -1,6 +1,10 @@
 """`wuu-host`: the host's command line.
 
 wuu-host adapter --config FILE [--profile NAME]   serve the v4 protocol on stdio through a profile's backend
+
+Exit status: 0 after a clean shutdown; 2 when the configuration is wrong (ProfileError) or the profile's
+environment cannot be provisioned (EnvironmentUnavailable), before any worker runs; 1 when the shutdown
+failed (CleanupFailed).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from wuu.worker.errors import CleanupFailed
 
 from . import profiles
 from .adapter import serve_adapter
-from .backends.base import EnvironmentUnavailable
+from .errors import EnvironmentUnavailable, ProfileError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,11 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         profile = profiles.load(args.config).select(args.profile)
         asyncio.run(serve_adapter(profile))
-    except profiles.ProfileError as error:
-        print(f"wuu-host: {error}", file=sys.stderr)
+    except ProfileError as error:
+        for line in str(error).splitlines():  # a bad configuration has a line per problem
+            print(f"wuu-host: {line}", file=sys.stderr)
         return 2
-    except (NotImplementedError, ImportError, EnvironmentUnavailable) as error:
-        # An unavailable backend, its missing optional SDK, or an environment that cannot be provisioned.
+    except EnvironmentUnavailable as error:
         print(f"wuu-host: {error}", file=sys.stderr)
         return 2
     except CleanupFailed as error:

@@ -1,29 +1,36 @@
 """The `execution_environments` user configuration: load, validate, select a profile, resolve defaults.
 
-Validation uses the spec's own schema (spec/schema/config/execution_environments.schema.json); a
-bad file is an error that names the profile and the field. Defaults come from the schema's
-`x-backend-defaults`, never from a second table here.
+Validation uses the spec's own schema (spec/schema/config/execution_environments.schema.json). A bad
+file is refused with every error at once, one line each, naming the file, the profile and the field.
+
+A selected profile holds its backend's generated model (LocalExecutionProfile, DockerExecutionProfile,
+...) with its defaults resolved from the schema (`x-backend-defaults`), never from a second table here:
+a field that is omitted, or zero where the schema says zero selects the default (`shutdown_timeout_ms`,
+`lifetime_seconds`), has the backend's default value. Backends read their settings as typed attributes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+from jsonschema import ValidationError
 from pydantic import TypeAdapter
 
 from wuu.generated import validators
 from wuu.generated.models import ExecutionProfile
 
+from .errors import ProfileError
+
 LOCAL = "local"
-_PROFILE = TypeAdapter(ExecutionProfile)
+# The fields whose zero selects the backend's default, like their omission (ExecutionProfile, rule (6)).
+ZERO_MEANS_DEFAULT = frozenset({"shutdown_timeout_ms", "lifetime_seconds"})
+_PROFILE: TypeAdapter[ExecutionProfile] = TypeAdapter(ExecutionProfile)
 
-
-class ProfileError(Exception):
-    """The configuration is wrong; the message says where (file, profile, field) and why."""
+S = TypeVar("S", bound=ExecutionProfile)
 
 
 def _branches() -> dict[str, str]:
@@ -42,72 +49,68 @@ def backend_defaults(backend: str) -> dict[str, Any]:
     return defaults
 
 
+def resolve_defaults(settings: ExecutionProfile) -> ExecutionProfile:
+    """The profile with its zeros that select the default replaced by the backend's default.
+
+    An omitted field already has it: the generated models' defaults are the branches' `default`
+    keywords, which the spec keeps equal to `x-backend-defaults` (a test checks both agree).
+    """
+    defaults = backend_defaults(settings.backend)
+    given = settings.model_dump(include=set(ZERO_MEANS_DEFAULT))
+    zeros = {field: defaults[field] for field, value in given.items() if value == 0}
+    return settings.model_copy(update=zeros) if zeros else settings
+
+
 @dataclass(frozen=True)
-class Profile:
-    """A selected profile with its defaults applied."""
+class Profile(Generic[S]):
+    """A selected profile: its name, and its backend's model with the defaults resolved."""
 
     name: str
-    settings: Any
-    """The validated profile model (LocalExecutionProfile, DockerExecutionProfile, ...)."""
+    settings: S
+    """The validated model (LocalExecutionProfile, DockerExecutionProfile, ...), defaults resolved."""
 
     @property
     def backend(self) -> str:
-        return str(self.settings.backend)
-
-    def _setting(self, field: str) -> Any:
-        value = getattr(self.settings, field, None)
-        # Omitted or zero means the backend's default (seed 000).
-        return value if value else backend_defaults(self.backend).get(field)
-
-    @property
-    def shutdown_timeout_ms(self) -> int:
-        """The EOF-to-exit budget: the profile's, or 7 s native, 60 s command, 90 s cloud."""
-        return int(self._setting("shutdown_timeout_ms"))
-
-    @property
-    def lifetime_seconds(self) -> int | None:
-        """The disconnected worker's idle timeout (0 means 600 s); None for backends without one."""
-        value = self._setting("lifetime_seconds")
-        return int(value) if value is not None else None
-
-    @property
-    def forward_env(self) -> tuple[str, ...]:
-        return tuple(getattr(self.settings, "forward_env", None) or ())
+        """The backend's name (`local`, `docker`, ...)."""
+        return self.settings.backend
 
     def forwarded_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """The named variables and their values; a missing one rejects startup, naming it."""
-        missing = [name for name in self.forward_env if name not in environ]
+        """The `forward_env` variables and their values; a missing one rejects startup, naming it."""
+        names = self.settings.forward_env or []
+        missing = [name for name in names if name not in environ]
         if missing:
             raise ProfileError(
                 f"profile {self.name!r}: forward_env: {', '.join(missing)} not set in the environment"
             )
-        return {name: environ[name] for name in self.forward_env}
+        return {name: environ[name] for name in names}
 
 
-def _where(path: str, location: str) -> str:
-    parts = location.split(".") if location else []
+def _where(path: str, parts: Sequence[str]) -> str:
+    """`FILE: profile 'NAME': FIELD` for a location in a profile, else `FILE: execution_environments.FIELD`."""
     if len(parts) >= 2 and parts[0] == "profiles":
-        field = ".".join(parts[2:]) or "(the profile)"
-        return f"{path}: profile {parts[1]!r}: {field}"
-    return f"{path}: execution_environments.{location}" if location else f"{path}: execution_environments"
+        return f"{path}: profile {parts[1]!r}: {'.'.join(parts[2:]) or '(the profile)'}"
+    return f"{path}: {'.'.join(['execution_environments', *parts])}"
 
 
-def _check(path: str, name: str, value: Any, prefix: str = "") -> None:
-    found = validators.errors(name, value)
-    if found:
-        location = max(validators.error_locations(found[:1]), key=len)
-        location = ".".join(part for part in (prefix, location) if part)
-        raise ProfileError(f"{_where(path, location)}: {found[0].message}")
+def _problem(path: str, error: ValidationError, prefix: Sequence[str] = ()) -> list[str]:
+    """The lines of one schema error: one for each field it is about, naming the file and the profile."""
+    own = [str(part) for part in error.absolute_path]
+    where = ".".join(own)
+    # A missing, unknown or dependent field (or a bad profile name) is named besides the object that has it.
+    start = len(where) + 1 if where else 0
+    fields = sorted(location[start:] for location in validators.error_locations([error]) if location != where)
+    located = [[*prefix, *own, field] for field in fields] or [[*prefix, *own]]
+    return [f"{_where(path, parts)}: {error.message}" for parts in located]
 
 
 @dataclass(frozen=True)
 class Configuration:
     """The validated `execution_environments` of a user configuration."""
 
-    profiles: dict[str, Profile]
+    profiles: dict[str, Profile[ExecutionProfile]]
     default: str
 
-    def select(self, name: str | None = None) -> Profile:
+    def select(self, name: str | None = None) -> Profile[ExecutionProfile]:
         """The named profile, or the default one (`local` when none is set)."""
         chosen = self.default if name is None else name
         if chosen not in self.profiles:
@@ -116,30 +119,57 @@ class Configuration:
         return self.profiles[chosen]
 
 
+def _problems(path: str, environments: Any) -> list[str]:
+    """Every error of the `execution_environments` value, one line each."""
+    problems: list[str] = []
+    branches = _branches()
+    given = environments.get("profiles", {}) if isinstance(environments, dict) else {}
+    profiles = given if isinstance(given, dict) else {}  # anything else is an error of the schema's, below
+    for name, profile in profiles.items():
+        if name == LOCAL:
+            problems.append(f"{path}: profile 'local': the name is reserved for local execution")
+            continue
+        backend = profile.get("backend") if isinstance(profile, dict) else None
+        if backend not in branches:
+            known = ", ".join(sorted(branches))
+            problems.append(f"{path}: profile {name!r}: backend: {backend!r} is not one of {known}")
+            continue
+        # Against its backend's branch, so that errors name fields, not the union's failed branches.
+        for error in validators.errors(branches[backend], profile):
+            problems += _problem(path, error, ("profiles", name))
+    located: set[str] = set()
+    for error in validators.errors("ExecutionEnvironments", environments):
+        where = [str(part) for part in error.absolute_path]
+        if where[:1] == ["profiles"] and len(where) >= 2:
+            continue  # a profile's own errors are above
+        if (
+            where == ["profiles"]
+            and "propertyNames" in error.relative_schema_path
+            and error.instance == LOCAL
+        ):
+            continue  # the reserved name, said above
+        located.add(".".join(where))
+        problems += _problem(path, error)
+    default = environments.get("default", LOCAL) if isinstance(environments, dict) else LOCAL
+    if "default" not in located and default != LOCAL and default not in profiles:
+        problems.append(f"{path}: execution_environments.default: no profile is named {default!r}")
+    return problems
+
+
 def parse(document: Any, path: str = "configuration") -> Configuration:
     """Validate a user configuration document (the profile `local` always exists)."""
     if not isinstance(document, dict):
         raise ProfileError(f"{path}: the configuration is not a JSON object")
     environments = document.get("execution_environments", {})
-    branches = _branches()
-    profiles = environments.get("profiles", {}) if isinstance(environments, dict) else {}
-    if isinstance(profiles, dict):
-        for name, profile in profiles.items():
-            if name == LOCAL:
-                raise ProfileError(f"{path}: profile 'local': the name is reserved for local execution")
-            backend = profile.get("backend") if isinstance(profile, dict) else None
-            if backend not in branches:
-                known = ", ".join(sorted(branches))
-                raise ProfileError(f"{path}: profile {name!r}: backend: {backend!r} is not one of {known}")
-            _check(path, branches[backend], profile, f"profiles.{name}")
-    _check(path, "ExecutionEnvironments", environments)
-    selected = {LOCAL: Profile(LOCAL, _PROFILE.validate_python({"backend": LOCAL}))}
-    for name, profile in profiles.items():
-        selected[name] = Profile(name, _PROFILE.validate_json(json.dumps(profile), strict=True))
-    default = environments.get("default", LOCAL)
-    if default not in selected:
-        raise ProfileError(f"{path}: execution_environments.default: no profile is named {default!r}")
-    return Configuration(selected, default)
+    problems = _problems(path, environments)
+    if problems:
+        raise ProfileError("\n".join(problems))
+    profiles: dict[str, Any] = environments.get("profiles", {})
+    selected = {
+        name: Profile(name, resolve_defaults(_PROFILE.validate_json(json.dumps(profile), strict=True)))
+        for name, profile in {LOCAL: {"backend": LOCAL}, **profiles}.items()
+    }
+    return Configuration(selected, environments.get("default", LOCAL))
 
 
 def load(path: Path) -> Configuration:

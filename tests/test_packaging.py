@@ -21,6 +21,7 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
     assert "wuu/generated/py.typed" in names
     assert "wuu/generated/schema/bundle.json" in names
     assert "wuu/generated/schema/methods/worker.json" in names
+    assert "wuu/host/backends/ssh_launcher.sh" in names, "the ssh backend's launcher is package data"
     assert not [
         name for name in names if name.split("/")[0] in ("host", "worker", "generated", "conformance")
     ]
@@ -35,6 +36,8 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
         "import wuu.generated.models as m, wuu.generated.validators as v, wuu.generated.catalog as c;"
         "v.validate('ProcessGetParams', {'id': 'p'});"
         "assert c.WORKER_METHODS['process/get'].params is m.ProcessGetParams;"
+        "import importlib.resources as r;"
+        "assert ' attach ' in r.files('wuu.host.backends').joinpath('ssh_launcher.sh').read_text();"
         "print(m.__file__)"
     )
     result = subprocess.run(

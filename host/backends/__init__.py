@@ -1,33 +1,57 @@
 """Execution backends: each provisions an environment, starts a worker in it, and connects its stdio.
 
-`environment_for(profile)` returns the backend of a profile; every backend is a module of its own.
+`environment_for(profile)` returns the environment of a profile, built from its backend's typed
+settings; every backend is a module of its own, imported only when a profile selects it (docker and
+ssh need optional SDKs).
 """
 
 from __future__ import annotations
 
+from wuu.generated.models import (
+    CommandExecutionProfile,
+    DockerExecutionProfile,
+    ExecutionProfile,
+    LocalExecutionProfile,
+    SshExecutionProfile,
+)
+
+from ..errors import BackendUnavailable
 from ..profiles import Profile
 from .base import Environment
 
+# Backend -> the top-level module of its optional SDK, and the extra that installs it.
+_SDKS = {"docker": "docker", "ssh": "asyncssh"}
 
-def environment_for(profile: Profile) -> Environment:
-    """The environment a profile describes (its backend's module is imported only when selected)."""
-    if profile.backend == "local":
-        from .local import LocalEnvironment
 
-        return LocalEnvironment(profile)
-    if profile.backend == "command":
-        from .command import CommandEnvironment
+def environment_for(profile: Profile[ExecutionProfile]) -> Environment:
+    """The environment a profile describes; BackendUnavailable when this installation cannot serve it."""
+    settings = profile.settings
+    try:
+        if isinstance(settings, LocalExecutionProfile):
+            from .local import LocalEnvironment
 
-        return CommandEnvironment(profile)
-    if profile.backend == "docker":
-        from .docker import DockerEnvironment
+            return LocalEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, CommandExecutionProfile):
+            from .command import CommandEnvironment
 
-        return DockerEnvironment(profile)
-    if profile.backend == "ssh":
-        from .ssh import SshEnvironment
+            return CommandEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, DockerExecutionProfile):
+            from .docker import DockerEnvironment
 
-        return SshEnvironment(profile)
-    raise NotImplementedError(f"profile {profile.name!r}: the {profile.backend} backend is not available yet")
+            return DockerEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, SshExecutionProfile):
+            from .ssh import SshEnvironment
+
+            return SshEnvironment(Profile(profile.name, settings))
+    except ModuleNotFoundError as missing:
+        sdk = _SDKS.get(profile.backend)
+        if sdk is None or (missing.name or "").partition(".")[0] != sdk:
+            raise
+        raise BackendUnavailable(
+            f"profile {profile.name!r}: the {profile.backend} backend needs the {sdk} SDK: "
+            f"pip install 'wuu[{profile.backend}]'"
+        ) from None
+    raise BackendUnavailable(f"profile {profile.name!r}: the {profile.backend} backend is not available yet")
 
 
 __all__ = ["Environment", "environment_for"]

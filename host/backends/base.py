@@ -1,25 +1,38 @@
-"""The one small interface of every backend, and the part they share: a worker running as a child process."""
+"""What every backend is, and the part two of them share: a worker running as a local child process."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any
 
-from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 from wuu.worker.errors import CleanupFailed
+from wuu.worker.framing import reader_limit
+
+INSTALLED_WORKER = (sys.executable, "-m", "wuu.worker")
+"""The native worker of this installation: a profile's `worker` when it is omitted, where the worker
+runs with this installation's paths (locally, or on a server installed alike)."""
 
 
-class EnvironmentUnavailable(Exception):
-    """The environment cannot be provisioned (no engine, a missing image or mount, a refused host key...)."""
-
-
-class Environment(Protocol):
+class Environment(abc.ABC):
     """An execution environment with a worker in it."""
 
+    @abc.abstractmethod
     async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """Provision the environment, start the worker, and return its stdout and stdin."""
+        """Provision the environment, start the worker, and return its stdout and stdin.
 
+        The streams carry the worker's frames as they are: whoever writes to them passes the data of
+        every `initialize` through `rewrite_initialize` first (`wuu-host adapter` does).
+        """
+
+    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The initialize data this environment's worker gets for the host's `data`: a new dict, or `data`
+        itself when nothing changes. Equal data gives equal data, every time."""
+        return data
+
+    @abc.abstractmethod
     async def close(self, budget: float) -> None:
         """Send EOF and wait up to `budget` seconds for the worker and the environment to end.
 
@@ -27,7 +40,7 @@ class Environment(Protocol):
         """
 
 
-class ChildProcess:
+class ChildProcess(Environment):
     """A worker that is a local child process (the local and command backends)."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
@@ -41,7 +54,7 @@ class ChildProcess:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=self._env,
-            limit=WORKER_MAX_FRAME_BYTES,
+            limit=reader_limit(),
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         return self.process.stdout, self.process.stdin

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from wuu.generated.models import CommandExecutionProfile
+
 from ..profiles import Profile
 from .base import ChildProcess
 
@@ -9,5 +11,5 @@ from .base import ChildProcess
 class CommandEnvironment(ChildProcess):
     """A command adapter owns its own provisioning and enforcement; it is started as given."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile[CommandExecutionProfile]) -> None:
         super().__init__(profile.settings.command)

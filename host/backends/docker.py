@@ -1,4 +1,6 @@
-"""The `docker` backend: the worker runs in a container, reached through a Docker exec (seed 000, DESIGN §6).
+"""The `docker` backend: the worker runs in a container, reached through a Docker exec.
+
+The profile is a DockerExecutionProfile (spec/schema/config/execution_environments.schema.json).
 
 The container is created from the profile's `image` with its limits (`cpus`, `memory_mb` with no swap on
 top, a pid limit), its `network` (`none`, `bridge`, `host`), its `user` and the optional `host_workspace`
@@ -13,9 +15,10 @@ processes and their retained output. The container stays at disconnect; the work
 is the plain stdio worker (its exit status is its cleanup's), and the container is removed at shutdown.
 
 Shutdown: EOF on the exec's stdin (a half-close: replies still come back), then the exec must end
-within the budget. A worker that exits non-zero, or does not end within the budget (its connection is
-then cut), fails the shutdown with CleanupFailed and its container is kept for an explicit recovery
-(seed 000: a cleanup failure preserves the workspace and skips container removal).
+within the budget (`shutdown_timeout_ms`, ProfileShutdownTimeoutMs in the schema). A worker that exits
+non-zero, or does not end within the budget (its connection is then cut), fails the shutdown with
+CleanupFailed, and its container is kept for an explicit recovery: a failed cleanup never removes the
+workspace along with the evidence of what went wrong.
 """
 
 from __future__ import annotations
@@ -36,21 +39,18 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-try:
-    import docker
-    import docker.errors
-    from docker.models.containers import Container
-    from docker.types import Mount
-except ImportError as missing:  # an optional extra, like the cloud SDKs
-    raise ImportError(
-        f"the docker backend needs the docker SDK: pip install 'wuu[docker]' ({missing})"
-    ) from None
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.types import Mount
 
-from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
+from wuu.generated.models import DockerExecutionProfile
 from wuu.worker.errors import CleanupFailed
+from wuu.worker.framing import reader_limit
 
+from ..errors import DockerUnavailable
 from ..profiles import Profile
-from .base import EnvironmentUnavailable
+from .base import Environment
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
@@ -66,15 +66,11 @@ _STDOUT, _STDERR = 1, 2
 T = TypeVar("T")
 
 
-class DockerUnavailable(EnvironmentUnavailable):
-    """The profile's environment cannot be provided: no engine, no image, or the container did not start."""
-
-
-def container_name(profile: Profile, persistent: bool) -> str:
+def container_name(profile: Profile[DockerExecutionProfile]) -> str:
     """`wuu-<profile>-<id>`: stable per profile and workspace when retained (a reconnect finds it), else random."""
     settings = profile.settings
     label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
-    if persistent:
+    if settings.persistent:
         identity = "\0".join((profile.name, settings.workspace, settings.host_workspace or ""))
         suffix = hashlib.sha256(identity.encode()).hexdigest()[:16]
     else:
@@ -82,18 +78,13 @@ def container_name(profile: Profile, persistent: bool) -> str:
     return f"wuu-{label}-{suffix}"
 
 
-def default_user(profile: Profile) -> str | None:
+def default_user(settings: DockerExecutionProfile) -> str | None:
     """The profile's `user`; with a host mount on Linux the host user's uid:gid (ownership); else the image's."""
-    settings = profile.settings
     if settings.user:
-        return str(settings.user)
+        return settings.user
     if settings.host_workspace and sys.platform == "linux":
         return f"{os.getuid()}:{os.getgid()}"
     return None
-
-
-def _value(field: Any) -> str:
-    return str(field.value if hasattr(field, "value") else field)
 
 
 class _ExecProtocol(asyncio.StreamReaderProtocol):
@@ -211,15 +202,15 @@ def _own_socket(hijacked: Any) -> tuple[socket.socket, bytes]:
     return own, pending
 
 
-class DockerEnvironment:
+class DockerEnvironment(Environment):
     """A container from the profile's image, with the worker started in it through an exec."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile[DockerExecutionProfile]) -> None:
         self.profile = profile
-        settings = profile.settings
-        self.persistent = bool(settings.persistent)
-        self.name = container_name(profile, self.persistent)
-        self.user = default_user(profile)
+        self.settings = profile.settings
+        self.persistent = self.settings.persistent
+        self.name = container_name(profile)
+        self.user = default_user(self.settings)
         self.client: docker.DockerClient | None = None
         self.container: Container | None = None
         self.exec_id: str | None = None
@@ -232,11 +223,9 @@ class DockerEnvironment:
 
     def worker_command(self) -> list[str]:
         """The profile's `worker`, else the persistent worker (`persistent`) or the stdio worker."""
-        worker = getattr(self.profile.settings, "worker", None)
-        if worker:
-            return [str(part) for part in worker]
+        if self.settings.worker:
+            return list(self.settings.worker)
         if self.persistent:
-            lifetime = self.profile.lifetime_seconds or 600
             return [
                 "python3",
                 "-m",
@@ -245,7 +234,7 @@ class DockerEnvironment:
                 "--socket",
                 SOCKET_PATH,
                 "--lifetime-seconds",
-                str(lifetime),
+                str(self.settings.lifetime_seconds),
             ]
         return ["python3", "-m", "wuu.worker"]
 
@@ -262,13 +251,13 @@ class DockerEnvironment:
         return client
 
     def _create_kwargs(self) -> dict[str, Any]:
-        settings = self.profile.settings
+        settings = self.settings
         kwargs: dict[str, Any] = {
             "name": self.name,
             "command": list(KEEP_RUNNING),
             "detach": True,
             "working_dir": settings.workspace,
-            "network_mode": _value(settings.network),
+            "network_mode": settings.network.value,
             "labels": {
                 LABEL_PROFILE: self.profile.name,
                 LABEL_PERSISTENT: "true" if self.persistent else "false",
@@ -278,10 +267,10 @@ class DockerEnvironment:
         }
         if self.user:
             kwargs["user"] = self.user
-        if settings.cpus:
-            kwargs["nano_cpus"] = round(float(settings.cpus) * 1e9)
-        if settings.memory_mb:
-            limit = f"{int(settings.memory_mb)}m"
+        if settings.cpus is not None:
+            kwargs["nano_cpus"] = round(settings.cpus * 1e9)
+        if settings.memory_mb is not None:
+            limit = f"{settings.memory_mb}m"
             kwargs["mem_limit"] = limit
             kwargs["memswap_limit"] = limit  # equal: no swap on top of the limit
         if settings.host_workspace:
@@ -290,7 +279,7 @@ class DockerEnvironment:
                     target=settings.workspace,
                     source=settings.host_workspace,
                     type="bind",
-                    read_only=bool(settings.mount_read_only),
+                    read_only=settings.mount_read_only,
                 )
             ]
         return kwargs
@@ -303,7 +292,7 @@ class DockerEnvironment:
 
     def _provision(self, client: docker.DockerClient) -> Container:
         """The running container: the retained one when it exists (started again if stopped), else a new one."""
-        image = self.profile.settings.image
+        image = self.settings.image
         container = self._find(client) if self.persistent else None
         if container is None:
             try:
@@ -335,14 +324,14 @@ class DockerEnvironment:
                     f"profile {self.profile.name!r}: the container {self.name} is {container.status}, not running"
                 )
         # Every time for a retained container: another connection may have created it a moment ago.
-        if self.persistent or (self.user and not self.profile.settings.host_workspace):
+        if self.persistent or (self.user and not self.settings.host_workspace):
             self._prepare(container)
         return container
 
     def _prepare(self, container: Container) -> None:
         """As root: the persistent worker's socket directory, and a workspace the container user owns (Docker
         creates the working directory as root; a host mount is left as it is)."""
-        settings = self.profile.settings
+        settings = self.settings
         steps = [f"mkdir -p {SOCKET_DIR}", f"chmod 0700 {SOCKET_DIR}"]
         if self.user:
             steps.append(f"chown {shlex.quote(self.user)} {SOCKET_DIR}")
@@ -365,7 +354,7 @@ class DockerEnvironment:
             stdin=True,
             stdout=True,
             stderr=True,
-            workdir=self.profile.settings.workspace,
+            workdir=self.settings.workspace,
         )
         self.exec_id = str(created["Id"])
         hijacked = client.api.exec_start(self.exec_id, socket=True)
@@ -408,7 +397,7 @@ class DockerEnvironment:
     async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         sock, pending = await _in_thread(self._setup)
         loop = asyncio.get_running_loop()
-        stdout = asyncio.StreamReader(limit=WORKER_MAX_FRAME_BYTES, loop=loop)
+        stdout = asyncio.StreamReader(limit=reader_limit(), loop=loop)
         try:
             transport, protocol = await loop.create_connection(
                 lambda: _ExecProtocol(stdout, pending), sock=sock

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import sys
+from wuu.generated.models import LocalExecutionProfile
 
 from ..profiles import Profile
-from .base import ChildProcess
-
-NATIVE_WORKER = (sys.executable, "-m", "wuu.worker")
+from .base import INSTALLED_WORKER, ChildProcess
 
 
 class LocalEnvironment(ChildProcess):
     """Local execution: the profile's `worker` command, or this installation's native worker."""
 
-    def __init__(self, profile: Profile) -> None:
-        super().__init__(getattr(profile.settings, "worker", None) or NATIVE_WORKER)
+    def __init__(self, profile: Profile[LocalExecutionProfile]) -> None:
+        super().__init__(profile.settings.worker or INSTALLED_WORKER)

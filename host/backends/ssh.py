@@ -1,5 +1,6 @@
-"""The `ssh` backend: the worker runs on a Unix server, reached over SSH with asyncssh (seed 000, DESIGN §6).
+"""The `ssh` backend: the worker runs on a Unix server, reached over SSH with asyncssh.
 
+The profile is an SshExecutionProfile (spec/schema/config/execution_environments.schema.json).
 Connection: the profile's `host` (`[user@]host` or an alias of the user's SSH configuration), `port`,
 `identity_file` (then only that key: no agent, no configured keys) and `known_hosts_file`. Host keys are
 verified strictly: an unknown or changed key fails with a message saying how to verify the server first.
@@ -10,19 +11,20 @@ The conversation: `<workspace>/<conversation>` on the server. The conversation i
 `WUU_CONVERSATION` (in the adapter's environment); without it, a persistent profile uses one id derived
 from the profile's name (a later connection finds the same workspace and worker, like a persistent docker
 profile) and any other profile a fresh random id per connection. The worker binds the subdirectory as
-its root: an `initialize` whose root is the profile's `workspace` is given the subdirectory instead, the
-same rewrite on every initialize (an equal re-initialize, and a reconnect, stay equal). The worker
-creates it at that initialize, unless the binding has `require_existing_workspace` (a reconnect to
-retained state): then a missing subdirectory is `workspace_missing`, never silently an empty one. Any
-other absolute root names a path on the server and is used as given, with the binding's own flags (the
-conformance runner does this).
+its root: `rewrite_initialize` gives an `initialize` whose root is the profile's `workspace` the
+subdirectory instead (the adapter's relay applies it to every initialize, so an equal re-initialize,
+and a reconnect, stay equal). The worker creates the subdirectory at that initialize, unless the
+binding has `require_existing_workspace` (a reconnect to retained state): then a missing subdirectory
+is `workspace_missing`, never silently an empty one. Any other absolute root names a path on the server
+and is used as given, with the binding's own flags (the conformance runner does this).
 
 The worker's own files are beside the subdirectory, never in it (the root holds only what the tools put
 there): `<workspace>/.wuu-<conversation>/` (mode 0700) has its socket, log and start lock. It is created
 over SSH before the worker starts, which also checks that the remote account can create directories in
 the workspace.
 
-The worker is the persistent native worker, detached on the server. A small POSIX sh launcher starts
+The worker is the persistent native worker, detached on the server. A small POSIX sh launcher
+(`ssh_launcher.sh`, package data, sent as the command's text) starts
 `<worker> serve --socket .../worker.sock --lifetime-seconds N` in its own session when none runs (under
 a lock: connections of one conversation never start two), then execs `<worker> attach ...`, which
 relays the SSH channel to it. The worker keeps its processes across connections and exits after
@@ -52,88 +54,35 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import asyncssh
-import orjson
 
-from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
+from wuu.generated.models import SshExecutionProfile
 from wuu.worker.errors import CleanupFailed
+from wuu.worker.framing import reader_limit
 
-from ..profiles import Profile, ProfileError
+from ..errors import BackendUnavailable, ProfileError, SshUnavailable
+from ..profiles import Profile
+from .base import INSTALLED_WORKER, Environment
 
 log = logging.getLogger("wuu.host.ssh")
 
 CONVERSATION_VARIABLE = "WUU_CONVERSATION"
-SOCKET_NAME = "worker.sock"  # its log is worker.log, beside it (the native worker's rule)
-LOG_NAME = "worker.log"
-DEFAULT_WORKER = (sys.executable, "-m", "wuu.worker")
+SOCKET_NAME = "worker.sock"  # in RUNDIR; ssh_launcher.sh uses the same name
 CONNECT_TIMEOUT_S = 30.0
 KEEPALIVE_INTERVAL_S = 15.0
 # sockaddr_un.sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
 _CONVERSATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-# Run by the server's shell as `sh -c LAUNCHER wuu-ssh-launch SUBDIR RUNDIR LIFETIME PERSISTENT WORKER...`.
-# A running worker holds a lock on RUNDIR for its whole life (fd 8, inherited by `serve`); launchers take
-# turns on RUNDIR/launch.lock; a worker that is ending (its lock held, its socket gone) is waited for, so
-# that its removal of the directories never races a new worker.
-DAEMON = f"""exec 8<"$2" && flock -n 8 || exit 0
-S=$1 R=$2 N=$3 P=$4
-shift 4
-"$@" serve --socket "$R/{SOCKET_NAME}" --lifetime-seconds "$N" || exit
-[ "$P" = 1 ] || rm -rf -- "$S" "$R"
-"""
-LAUNCHER = f"""set -u
-S=$1 R=$2 N=$3 P=$4
-shift 4
-SOCK=$R/{SOCKET_NAME} LOG=$R/{LOG_NAME}
-DAEMON='{DAEMON}'
-tries=0
-while :; do
-  tries=$((tries + 1))
-  if [ "$tries" -gt 200 ]; then
-    echo "wuu ssh: the previous worker of $S did not end; its log is $LOG" >&2
-    exit 1
-  fi
-  if ! mkdir -p -m 0700 -- "$R" || ! command exec 9>>"$R/launch.lock"; then
-    sleep 0.05
-    continue
-  fi
-  if ! flock -w 10 9; then
-    echo "wuu ssh: another connection holds the start lock of $R" >&2
-    exit 1
-  fi
-  if flock -n "$R" true; then
-    rm -f -- "$SOCK"
-    setsid sh -c "$DAEMON" wuu-worker-daemon "$S" "$R" "$N" "$P" "$@" </dev/null >>"$LOG" 2>&1 9>&- &
-    i=0
-    until [ -S "$SOCK" ]; do
-      i=$((i + 1))
-      if [ "$i" -gt 500 ] || {{ [ "$i" -gt 50 ] && flock -n "$R" true; }}; then
-        echo "wuu ssh: the worker did not start; the end of its log $LOG:" >&2
-        tail -n 20 "$LOG" >&2
-        exit 1
-      fi
-      sleep 0.02
-    done
-    break
-  fi
-  [ -S "$SOCK" ] && break
-  exec 9>&-
-  sleep 0.05
-done
-exec 9>&-
-exec "$@" attach --socket "$SOCK" --lifetime-seconds "$N"
-"""
+LAUNCHER = resources.files(__package__).joinpath("ssh_launcher.sh").read_text(encoding="utf-8")
+"""The launcher's POSIX sh text, run by the server's shell as `sh -c LAUNCHER wuu-ssh-launch SUBDIR RUNDIR
+LIFETIME PERSISTENT WORKER...` (its header says more)."""
 
 
-class SshUnavailable(ProfileError):
-    """The profile's server cannot be used: unreachable, its host key not verified, login or setup refused."""
-
-
-def conversation_id(profile: Profile, environ: Mapping[str, str]) -> str:
+def conversation_id(profile: Profile[SshExecutionProfile], environ: Mapping[str, str]) -> str:
     """`WUU_CONVERSATION`; else a stable id for a persistent profile, a fresh one otherwise."""
     given = environ.get(CONVERSATION_VARIABLE)
     if given is not None:
@@ -159,96 +108,19 @@ def remote_path(path: str) -> str:
     return posixpath.normpath(path)
 
 
-class _Binding:
-    """Rewrites `initialize` frames whose root is the profile's workspace to the conversation's subdirectory.
-
-    Frames are NDJSON lines; a line split across writes is kept until it is complete.
-    """
-
-    def __init__(self, workspace: str, subdirectory: str) -> None:
-        self.workspace = remote_path(workspace)
-        self.subdirectory = subdirectory
-        self._partial = bytearray()
-        self._passthrough = False  # the rest of an oversized line goes as it is (the worker refuses it)
-
-    def rewrite(self, line: bytes) -> bytes:
-        if b'"initialize"' not in line:
-            return line
-        try:
-            frame = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return line  # the worker judges malformed frames
-        if not isinstance(frame, dict) or frame.get("method") != "initialize":
-            return line
-        data = frame.get("data")
-        root = data.get("root") if isinstance(data, dict) else None
-        if not isinstance(data, dict) or not isinstance(root, str) or not root.startswith("/"):
-            return line
-        if remote_path(root) != self.workspace:
-            return line
-        data["root"] = self.subdirectory
-        return orjson.dumps(frame) + b"\n"
-
-    def feed(self, data: bytes) -> bytes:
-        """The bytes to send for `data`: complete lines, rewritten; an incomplete last line is kept."""
-        if (
-            not self._partial
-            and not self._passthrough
-            and data.endswith(b"\n")
-            and b'"initialize"' not in data
-        ):
-            return data  # whole frames, none of them an initialize: the usual case
-        out = bytearray()
-        start = 0
-        while start < len(data):
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                rest = data[start:]
-                if self._passthrough:
-                    out += rest
-                elif len(self._partial) + len(rest) > WORKER_MAX_FRAME_BYTES:
-                    out += self._partial + rest
-                    self._partial.clear()
-                    self._passthrough = True
-                else:
-                    self._partial += rest
-                break
-            line = data[start : newline + 1]
-            start = newline + 1
-            if self._passthrough:
-                out += line
-                self._passthrough = False
-            elif self._partial:
-                self._partial += line
-                out += self.rewrite(bytes(self._partial))
-                self._partial.clear()
-            else:
-                out += self.rewrite(line)
-        return bytes(out)
-
-    def flush(self) -> bytes:
-        """What is left at EOF: an incomplete last line, as it is."""
-        rest = bytes(self._partial)
-        self._partial.clear()
-        return rest
-
-
 class _ChannelTransport(asyncio.Transport):
-    """The SSH channel as the transport of an asyncio stream pair: writes go through the binding rewrite,
-    closing is a half-close (EOF on the worker's stdin; its replies still come back)."""
+    """The SSH channel as the transport of an asyncio stream pair: closing is a half-close (EOF on the
+    worker's stdin; its replies still come back)."""
 
-    def __init__(self, channel: asyncssh.SSHClientChannel[bytes], binding: _Binding) -> None:
+    def __init__(self, channel: asyncssh.SSHClientChannel[bytes]) -> None:
         super().__init__()
         self._channel = channel
-        self._binding = binding
         self._eof = False
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._eof:
             raise RuntimeError("write after EOF on the worker's channel")
-        out = self._binding.feed(bytes(data))
-        if out:
-            self._channel.write(out)
+        self._channel.write(bytes(data))
 
     def can_write_eof(self) -> bool:
         return True
@@ -257,12 +129,8 @@ class _ChannelTransport(asyncio.Transport):
         if self._eof:
             return
         self._eof = True
-        if self._channel.is_closing():
-            return
-        rest = self._binding.flush()
-        if rest:
-            self._channel.write(rest)
-        self._channel.write_eof()
+        if not self._channel.is_closing():
+            self._channel.write_eof()
 
     def close(self) -> None:
         self.write_eof()
@@ -296,15 +164,14 @@ class _ChannelTransport(asyncio.Transport):
 class _WorkerSession(asyncssh.SSHClientSession[bytes]):
     """The channel's events, handed to an asyncio StreamReaderProtocol; stderr goes to ours."""
 
-    def __init__(self, protocol: asyncio.StreamReaderProtocol, binding: _Binding) -> None:
+    def __init__(self, protocol: asyncio.StreamReaderProtocol) -> None:
         self.protocol = protocol
-        self.binding = binding
         self.transport: _ChannelTransport | None = None
         self.closed = asyncio.Event()
         self.error: Exception | None = None
 
     def connection_made(self, chan: asyncssh.SSHClientChannel[bytes]) -> None:
-        self.transport = _ChannelTransport(chan, self.binding)
+        self.transport = _ChannelTransport(chan)
         self.protocol.connection_made(self.transport)
 
     def data_received(self, data: bytes, datatype: asyncssh.DataType) -> None:
@@ -331,19 +198,20 @@ class _WorkerSession(asyncssh.SSHClientSession[bytes]):
         self.protocol.connection_lost(exc)
 
 
-class SshEnvironment:
+class SshEnvironment(Environment):
     """A conversation's subdirectory on an SSH server, with the detached worker relayed over one channel."""
 
-    def __init__(self, profile: Profile, environ: Mapping[str, str] | None = None) -> None:
-        settings = profile.settings
-        if getattr(settings, "shared", False):
-            raise NotImplementedError(
-                f"profile {profile.name!r}: shared ssh environments are not available yet"
+    def __init__(
+        self, profile: Profile[SshExecutionProfile], environ: Mapping[str, str] | None = None
+    ) -> None:
+        settings = self.settings = profile.settings
+        if settings.shared:
+            raise BackendUnavailable(
+                f"profile {profile.name!r}: shared: shared ssh environments are not available yet"
             )
         self.profile = profile
-        self.persistent = bool(settings.persistent)
         self.conversation = conversation_id(profile, os.environ if environ is None else environ)
-        self.workspace = remote_path(str(settings.workspace))
+        self.workspace = remote_path(settings.workspace)
         self.subdirectory = posixpath.join(self.workspace, self.conversation)
         self.rundir = posixpath.join(self.workspace, f".wuu-{self.conversation}")
         self.socket = posixpath.join(self.rundir, SOCKET_NAME)
@@ -352,9 +220,7 @@ class SshEnvironment:
                 f"profile {profile.name!r}: workspace: the worker's socket {self.socket} is longer than "
                 f"{MAX_SOCKET_PATH} bytes, the limit of a Unix socket path; choose a shorter workspace"
             )
-        self.user, self.host = split_destination(str(settings.host))
-        self.port: int | None = int(settings.port) if settings.port else None
-        self.lifetime = profile.lifetime_seconds or 600
+        self.user, self.host = split_destination(settings.host)
         self.connection: asyncssh.SSHClientConnection | None = None
         self.channel: asyncssh.SSHClientChannel[bytes] | None = None
         self.session: _WorkerSession | None = None
@@ -363,12 +229,11 @@ class SshEnvironment:
 
     def worker_command(self) -> list[str]:
         """The server's worker command (`serve` and `attach` are appended to it)."""
-        worker = getattr(self.profile.settings, "worker", None)
-        return [str(part) for part in worker] if worker else list(DEFAULT_WORKER)
+        return list(self.settings.worker or INSTALLED_WORKER)
 
     def command(self) -> str:
         """The command line the server's shell runs: the launcher with its arguments."""
-        persistent = "1" if self.persistent else "0"
+        persistent = "1" if self.settings.persistent else "0"
         # `exec`: the login shell becomes the launcher (then the relay), so the channel reports the
         # relay's own exit status or signal.
         return "exec " + shlex.join(
@@ -379,21 +244,29 @@ class SshEnvironment:
                 "wuu-ssh-launch",
                 self.subdirectory,
                 self.rundir,
-                str(self.lifetime),
+                str(self.settings.lifetime_seconds),
                 persistent,
                 *self.worker_command(),
             ]
         )
 
+    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
+        """An initialize whose root is the profile's workspace binds the conversation's subdirectory
+        instead; any other root (a relative one is the worker's to refuse) is used as given."""
+        root = data.get("root")
+        if isinstance(root, str) and root.startswith("/") and remote_path(root) == self.workspace:
+            return {**data, "root": self.subdirectory}
+        return data
+
     # --- connecting ------------------------------------------------------------------------------
 
     def _where(self) -> str:
         destination = f"{self.user}@{self.host}" if self.user else self.host
-        return f"{destination} port {self.port}" if self.port else destination
+        return f"{destination} port {self.settings.port}" if self.settings.port else destination
 
     def _verify_first(self, known_hosts: str) -> str:
         options = f"-o UserKnownHostsFile={shlex.quote(known_hosts)}"
-        port = f"-p {self.port} " if self.port else ""
+        port = f"-p {self.settings.port} " if self.settings.port else ""
         destination = f"{self.user}@{self.host}" if self.user else self.host
         return (
             f"connect once with the normal SSH client (`ssh {port}{options} {destination}`), check the "
@@ -401,8 +274,7 @@ class SshEnvironment:
         )
 
     def _known_hosts(self) -> str:
-        given = getattr(self.profile.settings, "known_hosts_file", None)
-        path = str(given) if given else str(Path("~/.ssh/known_hosts").expanduser())
+        path = self.settings.known_hosts_file or str(Path("~/.ssh/known_hosts").expanduser())
         if not Path(path).is_file():
             raise SshUnavailable(
                 f"profile {self.profile.name!r}: the known-hosts file {path} does not exist, so the host key "
@@ -412,19 +284,19 @@ class SshEnvironment:
 
     async def _connect(self) -> asyncssh.SSHClientConnection:
         known_hosts = self._known_hosts()
-        identity = getattr(self.profile.settings, "identity_file", None)
+        identity = self.settings.identity_file
         options: dict[str, Any] = {
             "known_hosts": known_hosts,
             "connect_timeout": CONNECT_TIMEOUT_S,
             "keepalive_interval": KEEPALIVE_INTERVAL_S,
         }
-        if self.port:
-            options["port"] = self.port
+        if self.settings.port:
+            options["port"] = self.settings.port
         if self.user:
             options["username"] = self.user
         if identity:
             # Only this key: no agent, no keys of the SSH configuration.
-            options["client_keys"] = [str(identity)]
+            options["client_keys"] = [identity]
             options["agent_path"] = None
         name = self.profile.name
         try:
@@ -463,9 +335,9 @@ class SshEnvironment:
         connection = self.connection = await self._connect()
         try:
             await self._make_rundir(connection)
-            reader = asyncio.StreamReader(limit=WORKER_MAX_FRAME_BYTES, loop=loop)
+            reader = asyncio.StreamReader(limit=reader_limit(), loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
-            session = _WorkerSession(protocol, _Binding(self.workspace, self.subdirectory))
+            session = _WorkerSession(protocol)
             # No pty, and no environment variables of the SSH configuration: only named ones are
             # forwarded, in the binding.
             channel, _ = await connection.create_session(
@@ -488,7 +360,7 @@ class SshEnvironment:
         deadline = time.monotonic() + budget
         kept = (
             f"a detached worker that still runs keeps {self.subdirectory} on {self.host} until its idle "
-            f"timeout of {self.lifetime} s"
+            f"timeout of {self.settings.lifetime_seconds} s"
         )
         try:
             if session.closed.is_set():

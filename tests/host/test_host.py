@@ -1,4 +1,5 @@
-"""Profiles and the `wuu-host adapter` bridge: configuration errors, defaults, and seed 000's lifecycle rules."""
+"""Profiles and the `wuu-host adapter` bridge: configuration errors, defaults from the schema, backends that
+cannot be served, and the lifecycle rules of spec/schema/config/execution_environments.schema.json."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from typing import Any
 
 import pytest
 
-from wuu.host.profiles import ProfileError, parse
+from wuu.generated import models, validators
+from wuu.host.backends import environment_for
+from wuu.host.errors import BackendUnavailable, EnvironmentUnavailable, ProfileError
+from wuu.host.profiles import backend_defaults, parse
 from wuu.worker.client import ConnectionLost, WorkerClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,13 +67,20 @@ def tool(name: str, **arguments: Any) -> dict[str, Any]:
 # --- profiles -----------------------------------------------------------------------------------------
 
 
-def test_the_seeds_docker_example_loads_with_its_defaults() -> None:
+def test_a_docker_profile_loads_as_its_typed_model_with_its_defaults() -> None:
     profile = parse(SPEC_EXAMPLE).select()
-    assert (profile.name, profile.backend, profile.shutdown_timeout_ms, profile.lifetime_seconds) == (
+    settings = profile.settings
+    assert isinstance(settings, models.DockerExecutionProfile)
+    assert (profile.name, profile.backend, settings.shutdown_timeout_ms, settings.lifetime_seconds) == (
         "isolated",
         "docker",
         7000,
         600,
+    )
+    assert (settings.cpus, settings.memory_mb, settings.network) == (
+        2,
+        2048,
+        models.ContainerNetworkMode.NONE,
     )
 
 
@@ -103,13 +114,31 @@ def test_the_seeds_docker_example_loads_with_its_defaults() -> None:
     ],
 )
 def test_defaults_come_from_the_spec(settings: dict[str, Any], timeout_ms: int, lifetime: int | None) -> None:
-    profile = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p")
-    assert (profile.shutdown_timeout_ms, profile.lifetime_seconds) == (timeout_ms, lifetime)
+    resolved = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p").settings
+    assert (resolved.shutdown_timeout_ms, resolved.model_dump().get("lifetime_seconds")) == (
+        timeout_ms,
+        lifetime,
+    )
+
+
+def test_the_models_defaults_are_the_specs_backend_defaults() -> None:
+    # An omitted field takes its model's default, a zero one `x-backend-defaults`: both must be the same.
+    defs = validators.bundle()["$defs"]
+    for branch in defs["ExecutionProfile"]["oneOf"]:
+        name = branch["$ref"].rsplit("/", 1)[-1]
+        model = getattr(models, name)
+        backend = defs[name]["properties"]["backend"]["const"]
+        defaulted = {
+            field: info.default
+            for field, info in model.model_fields.items()
+            if not info.is_required() and info.default is not None
+        }
+        assert defaulted == backend_defaults(backend), name
 
 
 def test_local_is_always_there_and_the_default() -> None:
     profile = parse({}).select()
-    assert (profile.name, profile.backend, profile.shutdown_timeout_ms) == ("local", "local", 7000)
+    assert (profile.name, profile.backend, profile.settings.shutdown_timeout_ms) == ("local", "local", 7000)
 
 
 @pytest.mark.parametrize(
@@ -142,6 +171,35 @@ def test_a_bad_profile_is_an_error_naming_profile_and_field(profile: dict[str, A
     assert str(raised.value).startswith("cfg.json: ") and message in str(raised.value)
 
 
+def test_a_bad_profile_names_every_error_at_once(tmp_path: Path) -> None:
+    path = config(
+        tmp_path,
+        ok={"backend": "local"},
+        p={"backend": "docker", "image": "i", "workspace": "relative", "cpus": -1, "memory_mb": "2048"},
+    )
+    with pytest.raises(ProfileError) as raised:
+        parse(json.loads(path.read_text()), str(path))
+    lines = str(raised.value).splitlines()
+    assert sorted(line.split(": ")[2] for line in lines) == ["cpus", "memory_mb", "workspace"], lines
+    assert all(line.startswith(f"{path}: profile 'p': ") for line in lines), lines
+
+
+async def test_the_adapter_reports_every_error_of_a_bad_file_before_running_anything(tmp_path: Path) -> None:
+    path = config(
+        tmp_path,
+        a={"backend": "ssh", "host": "h", "workspace": "/w", "port": 0},
+        b=command_profile(["x"], shutdown_grace_ms=5),
+    )
+    client = await adapter(path, "a")
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.returncode == 2
+    assert outcome.stderr.decode().splitlines() == [
+        f"wuu-host: {path}: profile 'a': port: 0 is less than the minimum of 1",
+        f"wuu-host: {path}: profile 'b': shutdown_grace_ms: Additional properties are not allowed "
+        "('shutdown_grace_ms' was unexpected)",
+    ]
+
+
 def test_a_default_that_names_no_profile_is_an_error() -> None:
     with pytest.raises(ProfileError, match=r"execution_environments\.default: no profile is named 'nope'"):
         parse({"execution_environments": {"default": "nope"}})
@@ -159,6 +217,49 @@ def test_a_missing_forwarded_variable_is_named() -> None:
     with pytest.raises(ProfileError, match="profile 'p': forward_env: B not set"):
         profile.select("p").forwarded_environment({"A": "1"})
     assert profile.select("p").forwarded_environment({"A": "1", "B": "2", "C": "3"}) == {"A": "1", "B": "2"}
+
+
+# --- backends that cannot be served -----------------------------------------------------------------
+
+
+def test_a_backend_that_is_not_served_is_an_unavailable_environment_not_a_bad_profile() -> None:
+    profile = parse(
+        {
+            "execution_environments": {
+                "profiles": {"cloud": {"backend": "modal", "image": "i", "workspace": "/w"}}
+            }
+        }
+    ).select("cloud")
+    with pytest.raises(BackendUnavailable, match="profile 'cloud': the modal backend is not available yet"):
+        environment_for(profile)
+    assert issubclass(BackendUnavailable, EnvironmentUnavailable)
+    assert not issubclass(EnvironmentUnavailable, ProfileError) and not issubclass(
+        ProfileError, EnvironmentUnavailable
+    )
+
+
+def test_a_missing_sdk_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = parse(
+        {
+            "execution_environments": {
+                "profiles": {"remote": {"backend": "ssh", "host": "h", "workspace": "/w"}}
+            }
+        }
+    ).select("remote")
+    monkeypatch.delitem(sys.modules, "wuu.host.backends.ssh", raising=False)
+    monkeypatch.setitem(sys.modules, "asyncssh", None)  # as if it were not installed
+    with pytest.raises(
+        BackendUnavailable, match=r"the ssh backend needs the asyncssh SDK: pip install 'wuu\[ssh\]'"
+    ):
+        environment_for(profile)
+
+
+async def test_the_adapter_refuses_an_unserved_backend_with_status_2(tmp_path: Path) -> None:
+    path = config(tmp_path, cloud={"backend": "vercel", "image": "i", "workspace": "/w"})
+    client = await adapter(path, "cloud")
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.returncode == 2
+    assert outcome.stderr == b"wuu-host: profile 'cloud': the vercel backend is not available yet\n"
 
 
 # --- the adapter bridge ---------------------------------------------------------------------------------

@@ -30,8 +30,11 @@ from typing import Any
 
 import pytest
 
-from wuu.conformance import registry
+from wuu.conformance.cases import all_cases
 from wuu.conformance.runner import run_all
+from wuu.generated.models import ExecutionProfile
+from wuu.host.adapter import initialize_interceptor
+from wuu.host.errors import BackendUnavailable, ProfileError, SshUnavailable
 from wuu.host.profiles import Profile, parse
 from wuu.worker.client import ConnectionLost, WorkerClient
 
@@ -122,7 +125,7 @@ class Profiles:
         self.path.write_text(json.dumps(document), encoding="utf-8")
         return name
 
-    def profile(self, name: str) -> Profile:
+    def profile(self, name: str) -> Profile[ExecutionProfile]:
         document = json.loads(self.path.read_text(encoding="utf-8"))
         return parse(document, str(self.path)).select(name)
 
@@ -197,32 +200,34 @@ async def until(predicate: Any, what: str, timeout: float) -> None:
         await asyncio.sleep(0.05)
 
 
-# --- the frame rewrite and the profile's settings (no server needed) ----------------------------------
+# --- the binding and the profile's settings (no server needed) ----------------------------------------
 
 
 def test_only_an_initialize_of_the_workspace_is_bound_to_the_conversation(backend: Any) -> None:
-    rewrite = backend._Binding("/srv/ws/", "/srv/ws/c1")
-    initialize = {"id": "1", "method": "initialize", "token": "t", "data": binding("/srv/ws")}
-    line = json.dumps(initialize).encode() + b"\n"
-    out = json.loads(rewrite.feed(line))
-    assert out == {**initialize, "data": {**initialize["data"], "root": "/srv/ws/c1"}}
-    # The same every time (an equal re-initialize stays equal), also for `/srv/ws/`, and split anywhere.
-    again = json.dumps({**initialize, "data": binding("/srv/ws/")}).encode() + b"\n"
-    pieces = [again[:7], again[7:40], again[40:] + line[:10], line[10:]]
-    joined = b"".join(rewrite.feed(piece) for piece in pieces)
-    first, second = joined.splitlines()
-    assert json.loads(first)["data"]["root"] == json.loads(second)["data"]["root"] == "/srv/ws/c1"
-    # Other roots, other methods, malformed frames: byte for byte as they came.
-    for frame in (
-        json.dumps({**initialize, "data": binding("/elsewhere/root")}).encode(),
-        json.dumps({**initialize, "data": binding("relative")}).encode(),
-        json.dumps({"id": "2", "method": "execute", "token": "t", "data": {"root": "/srv/ws"}}).encode(),
-        b'{"method": "initialize", "data": ',
-        b"not json at all",
+    settings = {"backend": "ssh", "host": "someone@example.org", "workspace": "/srv/ws"}
+    profile = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p")
+    environment = backend.SshEnvironment(profile, {"WUU_CONVERSATION": "c1"})
+    # The adapter's one interceptor: the environment's binding, then the forwarded variables.
+    intercept = initialize_interceptor(environment, {"GIT_AUTHOR_NAME": "me"})
+    for root in ("/srv/ws", "/srv/ws/", "/srv/./ws"):
+        given = {**binding(root), "environment": {"LANG": "C"}}
+        expected = {**given, "root": "/srv/ws/c1", "environment": {"GIT_AUTHOR_NAME": "me", "LANG": "C"}}
+        assert intercept(given) == expected, root
+        assert intercept(given) == intercept(dict(given)), (
+            "the same every time: equal re-initializes stay equal"
+        )
+    # Any other absolute root names a path on the server, and a relative one is the worker's to refuse.
+    for root in ("/elsewhere/root", "/srv/ws/c1", "/srv", "relative"):
+        assert environment.rewrite_initialize(binding(root)) == binding(root), root
+
+
+def test_a_shared_ssh_profile_is_refused_as_not_available(backend: Any) -> None:
+    settings = {"backend": "ssh", "host": "h", "workspace": "/srv/ws", "shared": True}
+    profile = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p")
+    with pytest.raises(
+        BackendUnavailable, match="profile 'p': shared: shared ssh environments are not available"
     ):
-        assert rewrite.feed(frame + b"\n") == frame + b"\n"
-    assert rewrite.feed(b'{"id": "3"') == b""
-    assert rewrite.flush() == b'{"id": "3"'
+        backend.SshEnvironment(profile, {})
 
 
 def test_the_conversation_id_comes_from_the_host_or_is_made(backend: Any, tmp_path: Path) -> None:
@@ -244,12 +249,12 @@ def test_the_conversation_id_comes_from_the_host_or_is_made(backend: Any, tmp_pa
     stable = {backend.SshEnvironment(kept, {}).conversation for _ in range(3)}
     assert len(stable) == 1, "one conversation for a persistent profile: a reconnect finds its worker"
     for bad in ("", "../up", "a/b", ".hidden", "x" * 65):
-        with pytest.raises(backend.ProfileError, match="WUU_CONVERSATION"):
+        with pytest.raises(ProfileError, match="WUU_CONVERSATION"):
             backend.SshEnvironment(plain, {"WUU_CONVERSATION": bad})
     deep = parse(
         {"execution_environments": {"profiles": {"deep": {**settings, "workspace": "/" + "d" * 100}}}}
     ).select("deep")
-    with pytest.raises(backend.ProfileError, match="longer than 107 bytes"):
+    with pytest.raises(ProfileError, match="longer than 107 bytes"):
         backend.SshEnvironment(deep, {"WUU_CONVERSATION": "c"})
 
 
@@ -267,7 +272,7 @@ async def test_the_conformance_suite_passes_through_the_ssh_backend(
     monkeypatch.setattr(tempfile, "tempdir", str(service.host_only))
     # Every case is a conversation of its own (the backend makes a fresh id for each connection).
     monkeypatch.delenv("WUU_CONVERSATION", raising=False)
-    cases = list(registry.all_cases().values())
+    cases = list(all_cases().values())
     started = time.monotonic()
     results = await run_all(cases, profiles.command(name), jobs=2, timeout=30)
     elapsed = time.monotonic() - started
@@ -300,7 +305,7 @@ async def test_a_host_key_that_is_not_known_is_refused_with_how_to_verify_it(
     else:
         known_hosts.write_text("", encoding="utf-8")
     name = profiles.add("wrong-key", known_hosts_file=str(known_hosts))
-    with pytest.raises(backend.SshUnavailable) as refused:
+    with pytest.raises(SshUnavailable) as refused:
         await backend.SshEnvironment(profiles.profile(name), {"WUU_CONVERSATION": "key"}).start()
     message = str(refused.value)
     assert f"host key of {service.user}@127.0.0.1 port {service.port}" in message, message

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..framing import reader_limit
+from ..relay import Relay
 from ..run import serve
 from ..streams import connect_pipes
 from .worker import NativeWorker
@@ -103,17 +104,6 @@ async def _connect(path: Path, lifetime_s: float) -> tuple[asyncio.StreamReader,
             await asyncio.sleep(START_POLL_S)
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, half_close: bool) -> None:
-    with contextlib.suppress(ConnectionError):
-        while chunk := await reader.read(1 << 20):
-            writer.write(chunk)
-            await writer.drain()
-    if half_close and writer.can_write_eof():
-        writer.write_eof()  # the worker sees EOF on this connection, and detaches it
-    else:
-        writer.close()
-
-
 async def attach(path: Path, lifetime_s: float) -> int:
     """Relay this process's stdio to the persistent worker at `path`; 0 when the connection ended cleanly."""
     try:
@@ -122,8 +112,8 @@ async def attach(path: Path, lifetime_s: float) -> int:
         print(f"wuu-worker attach: no worker at {path}: {error}", file=sys.stderr)
         return 1
     stdin, stdout, _ = await connect_pipes()
-    inbound = asyncio.create_task(_pump(stdin, socket_writer, half_close=True))
-    await _pump(socket_reader, stdout, half_close=False)
-    inbound.cancel()
-    await asyncio.gather(inbound, return_exceptions=True)
+    # The host's EOF half-closes the socket, so the worker detaches this connection and then closes it.
+    relay = Relay((stdin, stdout), (socket_reader, socket_writer))
+    await relay.finish()
+    stdout.close()
     return 0

@@ -1,0 +1,72 @@
+# shellcheck shell=sh
+# The ssh backend's launcher (wuu/host/backends/ssh.py): the server's shell runs this text as
+#
+#   sh -c "$LAUNCHER" wuu-ssh-launch SUBDIR RUNDIR LIFETIME PERSISTENT WORKER...
+#
+# SUBDIR is the conversation's subdirectory (the worker's root), RUNDIR the worker's own directory beside
+# it (its socket, log and locks), LIFETIME the worker's idle timeout in seconds, PERSISTENT 1 to keep both
+# directories after the worker exits, and WORKER... the server's worker command (`serve` and `attach`
+# are appended to it). It needs POSIX sh, flock and setsid (util-linux).
+#
+# It starts the detached worker when none runs, then becomes the relay to it (`WORKER... attach`).
+# A running worker holds a lock on RUNDIR for its whole life (fd 8, inherited by `serve`); launchers take
+# turns on RUNDIR/launch.lock; a worker that is ending (its lock held, its socket gone) is waited for, so
+# that its removal of the directories never races a new worker.
+set -u
+S=$1 R=$2 N=$3 P=$4
+shift 4
+# ssh.py's SOCKET_NAME; the log is beside the socket, with the native worker's name for it.
+SOCK=$R/worker.sock LOG=$R/worker.log
+
+# The detached worker, run as `sh -c "$DAEMON" wuu-worker-daemon SUBDIR RUNDIR LIFETIME PERSISTENT
+# WORKER...` in a session of its own. Without PERSISTENT it removes both directories once the worker has
+# exited cleanly; a worker whose cleanup failed, or that was killed, leaves them for inspection.
+# shellcheck disable=SC2016 # expanded by the daemon's own shell, from its own arguments
+DAEMON='exec 8<"$2" && flock -n 8 || exit 0
+S=$1 R=$2 N=$3 P=$4
+shift 4
+"$@" serve --socket "$R/worker.sock" --lifetime-seconds "$N" || exit
+[ "$P" = 1 ] || rm -rf -- "$S" "$R"
+'
+
+tries=0
+while :; do
+  tries=$((tries + 1))
+  if [ "$tries" -gt 200 ]; then
+    echo "wuu ssh: the previous worker of $S did not end; its log is $LOG" >&2
+    exit 1
+  fi
+  # The directory can vanish under us: a previous worker that is ending removes it. Only RUNDIR itself
+  # is private; the workspace above it keeps the account's usual mode.
+  # shellcheck disable=SC2174
+  if ! mkdir -p -m 0700 -- "$R" || ! command exec 9>>"$R/launch.lock"; then
+    sleep 0.05
+    continue
+  fi
+  if ! flock -w 10 9; then
+    echo "wuu ssh: another connection holds the start lock of $R" >&2
+    exit 1
+  fi
+  if flock -n "$R" true; then
+    # No worker holds RUNDIR: start one, and wait for its socket (or for it to give up).
+    rm -f -- "$SOCK"
+    setsid sh -c "$DAEMON" wuu-worker-daemon "$S" "$R" "$N" "$P" "$@" </dev/null >>"$LOG" 2>&1 9>&- &
+    i=0
+    until [ -S "$SOCK" ]; do
+      i=$((i + 1))
+      if [ "$i" -gt 500 ] || { [ "$i" -gt 50 ] && flock -n "$R" true; }; then
+        echo "wuu ssh: the worker did not start; the end of its log $LOG:" >&2
+        tail -n 20 "$LOG" >&2
+        exit 1
+      fi
+      sleep 0.02
+    done
+    break
+  fi
+  # A worker holds RUNDIR: a running one has its socket; an ending one is waited for.
+  [ -S "$SOCK" ] && break
+  exec 9>&-
+  sleep 0.05
+done
+exec 9>&-
+exec "$@" attach --socket "$SOCK" --lifetime-seconds "$N"
