@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from wuu.conformance import registry
+from wuu.conformance.cases import all_cases
 from wuu.conformance.runner import run_all
 from wuu.worker.client import ConnectionLost, WorkerClient
 
@@ -146,7 +146,7 @@ async def test_the_conformance_suite_passes_through_the_docker_backend(
     profiles: Profiles, record_property: Any
 ) -> None:
     name = profiles.add("conformance", cpus=1, memory_mb=512)
-    cases = list(registry.all_cases().values())
+    cases = list(all_cases().values())
     started = time.monotonic()
     results = await run_all(cases, profiles.command(name), jobs=2, timeout=30)
     elapsed = time.monotonic() - started

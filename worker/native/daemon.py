@@ -1,4 +1,5 @@
-"""A persistent native worker: one worker that outlives its connections (DESIGN §6, seed 000).
+"""A persistent native worker: one worker that outlives its connections (`persistent` in
+spec/schema/config/execution_environments.schema.json).
 
 `serve_socket` runs one NativeWorker behind a Unix socket. Each connection is a protocol connection
 of its own (its own token) and re-initializes with the same binding; the processes, their records and
