@@ -25,9 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
-from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
-from wuu.generated.models import ErrorCode
+from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_TOOLS
+from wuu.generated.models import ErrorCode, ExecutionToolRequestV4
 from wuu.generated.wire import WireModel
 from wuu.worker import ExecutionBackendV4, RequestContext, WorkerError, serve
 from wuu.worker.errors import split_error
@@ -246,6 +247,66 @@ def answer_error(
     return broken
 
 
+def rewrite_result(method: str, change: Callable[[Any, Any], WireModel], tool: str = "") -> Override:
+    """An override whose `method` handler answers `change(result, params)` instead of the result it returns
+    (for execute: only calls of `tool`, when one is named)."""
+
+    def broken(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+        def make(original: Handler) -> Handler:
+            async def handler(params: Any, context: RequestContext) -> WireModel:
+                result = await original(params, context)
+                if tool and getattr(params, "tool", None) != tool:
+                    return result
+                return change(result, params)
+
+            return handler
+
+        return override(backend, method, make)
+
+    return broken
+
+
+# --- tool arguments --------------------------------------------------------------------------------
+
+
+def tool_arguments(request: ExecutionToolRequestV4) -> WireModel | None:
+    """The call's arguments as its tool's model, or None when the worker refuses them itself: an unknown
+    tool (`unsupported_tool`) or arguments that break the tool's schema (`invalid_request`)."""
+    spec = WORKER_TOOLS.get(request.tool)
+    if spec is None:
+        return None
+    try:
+        return spec.arguments.model_validate_json(request.call.arguments, strict=True)
+    except ValidationError:
+        return None
+
+
+def with_arguments(request: ExecutionToolRequestV4, arguments: dict[str, Any]) -> ExecutionToolRequestV4:
+    """`request` with its call's arguments encoded from `arguments` (their wire form)."""
+    call = request.call.model_copy(update={"arguments": orjson.dumps(arguments).decode()})
+    return request.model_copy(update={"call": call})
+
+
+def rewrite_arguments(tool: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Override:
+    """An override that runs `execute` of `tool` with the arguments `change(arguments)` returns (both in
+    their wire form) in place of the ones asked. Arguments that the tool's schema refuses reach the worker
+    unchanged, so they still get `invalid_request`."""
+
+    def broken(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+        def make(original: Handler) -> Handler:
+            async def handler(request: ExecutionToolRequestV4, context: RequestContext) -> WireModel:
+                arguments = tool_arguments(request) if request.tool == tool else None
+                if arguments is not None:
+                    request = with_arguments(request, change(arguments.to_wire()))
+                return await original(request, context)
+
+            return handler
+
+        return override(backend, "execute", make)
+
+    return broken
+
+
 # --- leaks -----------------------------------------------------------------------------------------
 
 _REAPER = """
@@ -334,6 +395,10 @@ __all__ = [
     "frame_of",
     "malformed",
     "override",
+    "rewrite_arguments",
     "rewrite_params",
+    "rewrite_result",
     "rewrite_results",
+    "tool_arguments",
+    "with_arguments",
 ]
