@@ -7,8 +7,9 @@
 - **A broken relay** breaks a rule that the SDK implements (framing, ids, the token, the binding,
   cancellation, methods): the unchanged backend is served by `wuu.worker.serve` on one end of a socket
   pair, and a `Relay` between this process's stdio and the other end drops, rewrites, holds or answers
-  frames on their way in or out. By default a relay passes every byte through unchanged, malformed
-  and oversize frames included, so the worker behind it judges them.
+  frames on their way in or out, or puts a fresh connection in place of the worker's (`reconnect`).
+  By default a relay passes every byte through unchanged, malformed and oversize frames included, so
+  the worker behind it judges them.
 
 Nothing is monkeypatched: every other rule stays as the reference worker has it.
 """
@@ -28,7 +29,7 @@ import orjson
 from pydantic import ValidationError
 
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_TOOLS
-from wuu.generated.models import ErrorCode, ExecutionToolRequestV4
+from wuu.generated.models import ErrorCode, ExecutionToolRequestV4, InitializeParams
 from wuu.generated.wire import WireModel
 from wuu.worker import ExecutionBackendV4, RequestContext, WorkerError, serve
 from wuu.worker.errors import split_error
@@ -85,15 +86,23 @@ class Relay:
 
     Override `from_host` and `from_worker` to break a rule; call `to_worker`, `to_host` or `answer`
     from them. `requests` maps the id of every host request that has not been answered yet to its
-    method and data, so a reply can be matched to what it answers.
+    method and data, so a reply can be matched to what it answers. `reconnect` puts a fresh worker
+    connection behind the relay.
     """
 
     def __init__(self) -> None:
         self.requests: dict[str, tuple[str, Frame]] = {}
         self.answered: tuple[str, Frame] | None = None
         """The method and data of the request that the frame now in `from_worker` answers, if any."""
+        self.initialized: tuple[str, Frame] | None = None
+        """The token and data of the first initialize that the worker connection accepted, once it has."""
         self._host: asyncio.StreamWriter | None = None
         self._worker: asyncio.StreamWriter | None = None
+        self._initialize_tokens: dict[str, str] = {}
+        # While a reconnect is pending: the fresh backend, and the host's lines that wait for it.
+        self._fresh: ExecutionBackendV4 | None = None
+        self._held: list[bytes] | None = None
+        self._host_ended = False
 
     # --- what a mutant overrides
 
@@ -109,6 +118,9 @@ class Relay:
 
     def to_worker(self, line: bytes) -> None:
         assert self._worker is not None
+        if self._held is not None:
+            self._held.append(line)
+            return
         self._worker.write(line)
 
     def to_host(self, line: bytes) -> None:
@@ -120,21 +132,36 @@ class Relay:
         """Send a frame to the host as if the worker had sent it."""
         self.to_host(encode(frame))
 
+    def reconnect(self, backend: ExecutionBackendV4) -> None:
+        """End the worker connection as at EOF, and serve `backend` on a fresh one in its place.
+
+        The frames that the ending connection still sends reach `from_worker` as usual; the host's lines
+        from now on wait, and go to the fresh connection once it is up (so do those that `from_worker`
+        sends on). `initialized` starts over.
+        """
+        assert self._worker is not None
+        if self._held is None:
+            self._held = []
+            self._worker.write_eof()
+        self._fresh = backend
+        self.initialized = None
+
     # --- running
 
     async def run(self, backend: ExecutionBackendV4) -> None:
         """Serve `backend` behind this relay until the host's input ends and the worker has finished."""
-        ours, theirs = socket.socketpair()
-        worker_in, worker_out = await asyncio.open_connection(sock=theirs, limit=reader_limit())
-        serving = asyncio.create_task(serve(backend, worker_in, worker_out))
-        from_worker, self._worker = await asyncio.open_connection(sock=ours, limit=RELAY_LINE_LIMIT)
+        from_worker, serving = await self._connect(backend)
         stdin, self._host, _ = await connect_pipes(limit=RELAY_LINE_LIMIT)
         inbound = asyncio.create_task(self._pump_host(stdin))
         try:
-            while line := await from_worker.readline():
-                self._track_reply(line)
-                self.from_worker(line)
-                await self._host.drain()
+            while True:
+                while line := await from_worker.readline():
+                    self._track_reply(line)
+                    self.from_worker(line)
+                    await self._host.drain()
+                if self._fresh is None:
+                    break
+                from_worker, serving = await self._replace_connection(serving)
         except ConnectionError:
             pass
         finally:
@@ -142,15 +169,57 @@ class Relay:
             inbound.cancel()
             await asyncio.gather(inbound, serving, return_exceptions=True)
 
+    async def _connect(self, backend: ExecutionBackendV4) -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
+        """Serve `backend` on one end of a new socket pair; this relay writes to the other (the reader
+        returned, with the task that serves)."""
+        ours, theirs = socket.socketpair()
+        worker_in, worker_out = await asyncio.open_connection(sock=theirs, limit=reader_limit())
+        serving = asyncio.create_task(serve(backend, worker_in, worker_out))
+        from_worker, self._worker = await asyncio.open_connection(sock=ours, limit=RELAY_LINE_LIMIT)
+        return from_worker, serving
+
+    async def _replace_connection(
+        self, serving: asyncio.Task[None]
+    ) -> tuple[asyncio.StreamReader, asyncio.Task[None]]:
+        """The pending reconnect, once the ending connection has sent its last frame."""
+        assert self._worker is not None and self._fresh is not None and self._held is not None
+        # The old connection runs its close before the fresh one starts, as two connections in a row would.
+        await asyncio.gather(serving, return_exceptions=True)
+        ending = self._worker
+        from_worker, serving = await self._connect(self._fresh)
+        ending.close()
+        held, self._held, self._fresh = self._held, None, None
+        for line in held:
+            self.to_worker(line)
+        if self._host_ended:
+            self._end_worker_input()
+        return from_worker, serving
+
     async def _pump_host(self, stdin: asyncio.StreamReader) -> None:
         assert self._worker is not None
         try:
             while line := await stdin.readline():
                 self._track_request(line)
                 self.from_host(line)
-                await self._worker.drain()
+                await self._drain_worker()
         except (ConnectionError, ValueError):  # ValueError: a line over RELAY_LINE_LIMIT
             pass
+        self._host_ended = True
+        if self._held is None:
+            self._end_worker_input()
+
+    async def _drain_worker(self) -> None:
+        writer = self._worker
+        assert writer is not None
+        try:
+            await writer.drain()
+        except ConnectionError:
+            # A connection that a reconnect has replaced meanwhile: the fresh one takes the lines.
+            if writer is self._worker:
+                raise
+
+    def _end_worker_input(self) -> None:
+        assert self._worker is not None
         if self._worker.can_write_eof():
             self._worker.write_eof()
 
@@ -159,12 +228,23 @@ class Relay:
         if frame is not None and isinstance(frame.get("id"), str) and isinstance(frame.get("method"), str):
             data = frame.get("data")
             self.requests[frame["id"]] = (frame["method"], data if isinstance(data, dict) else {})
+            if frame["method"] == "initialize" and isinstance(frame.get("token"), str):
+                self._initialize_tokens[frame["id"]] = frame["token"]
 
     def _track_reply(self, line: bytes) -> None:
         frame = frame_of(line)
         self.answered = None
         if frame is not None and "method" not in frame and isinstance(frame.get("id"), str):
             self.answered = self.requests.pop(frame["id"], None)
+            token = self._initialize_tokens.pop(frame["id"], None)
+            if (
+                self.initialized is None
+                and token is not None
+                and self.answered is not None
+                and self.answered[0] == "initialize"
+                and "data" in frame
+            ):
+                self.initialized = (token, self.answered[1])
 
 
 class ReplyRewriter(Relay):
@@ -221,6 +301,19 @@ def rewrite_params(method: str, change: Callable[[Any], dict[str, Any]]) -> Over
             return handler
 
         return override(backend, method, make)
+
+    return broken
+
+
+def rewrite_initialize(change: Callable[[InitializeParams], dict[str, Any]]) -> Override:
+    """An override whose provider initializes with the fields `change(params)` returns put over the binding
+    asked (the SDK still pins the binding as asked, and answers with it)."""
+
+    def broken(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+        async def initialize(params: InitializeParams, context: RequestContext) -> None:
+            await backend.initialize(params.model_copy(update=change(params)), context)
+
+        return dataclasses.replace(backend, initialize=initialize)
 
     return broken
 
@@ -396,6 +489,7 @@ __all__ = [
     "malformed",
     "override",
     "rewrite_arguments",
+    "rewrite_initialize",
     "rewrite_params",
     "rewrite_result",
     "rewrite_results",
