@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
 
-from wuu.worker.client import WorkerClient
+from tests.helpers import ROOT, Spawner, code, initialize, ok, run_tool
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 
 
 def example(name: str) -> str:
+    """The code of the README's example `name` (a python block after `<!-- example: name -->`)."""
     match = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", README.read_text(), re.S)
     assert match, f"README has no example {name}"
     return match.group(1)
-
-
-def call(tool: str, mode: str = "standard", **arguments: str) -> dict[str, object]:
-    return {
-        "tool": tool,
-        "call": {"id": "c1", "arguments": json.dumps(arguments)},
-        "actor": {"kind": "agent", "id": "a1"},
-        "permission_mode": mode,
-    }
 
 
 def test_the_example_worker_is_short() -> None:
@@ -32,21 +23,17 @@ def test_the_example_worker_is_short() -> None:
     assert len(lines) <= 30
 
 
-async def test_the_example_worker_serves_the_protocol(tmp_path: Path) -> None:
+async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
     script = tmp_path / "memory_worker.py"
     script.write_text(example("memory-worker"))
-    client = await WorkerClient.spawn([sys.executable, str(script)])
-    try:
-        init = await client.request("initialize", {"version": 4, "root": str(tmp_path), "session": "s"})
-        assert init["data"]["methods"] == ["cancel", "execute", "initialize"]
-        assert "data" in await client.request("execute", call("write_file", path="a", content="hello"))
-        assert (await client.request("execute", call("read_file", path="a")))["data"]["output"] == "hello"
-        denied = await client.request("execute", call("write_file", "read_only", path="a", content="x"))
-        assert denied["error"].startswith("permission_denied")
-        assert (await client.request("execute", call("list_dir", path=".")))["error"].startswith(
-            "unsupported_tool"
-        )
-        assert (await client.request("process/list", {}))["error"].startswith("unsupported_method")
-    finally:
-        outcome = await client.close()
+    client = await spawn_client([sys.executable, str(script)])
+    init = await initialize(client, tmp_path)
+    assert init["methods"] == ["cancel", "execute", "initialize"]
+    ok(await run_tool(client, "write_file", path="a", content="hello"))
+    assert ok(await run_tool(client, "read_file", path="a"))["output"] == "hello"
+    denied = await run_tool(client, "write_file", mode="read_only", path="a", content="x")
+    assert code(denied) == "permission_denied"
+    assert code(await run_tool(client, "list_dir", path=".")) == "unsupported_tool"
+    assert code(await client.request("process/list", {})) == "unsupported_method"
+    outcome = await client.close()
     assert outcome.clean

@@ -1,11 +1,10 @@
-"""The native worker's process registry and output buffer, with real processes (no mocks)."""
+"""The native worker's process registry (wuu.worker.native.processes), with real processes (no mocks)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import os
-import re
 import signal
 import sys
 import time
@@ -15,6 +14,17 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import (
+    MINIMAL_ENV,
+    READ_RESULT_KEYS,
+    RFC3339,
+    SECOND_NS,
+    SESSION,
+    STUBBORN_TREE,
+    alive,
+    assert_gone,
+    until,
+)
 from wuu.generated.models import (
     ErrorCode,
     ExecutionProcessV4,
@@ -28,17 +38,7 @@ from wuu.generated.models import (
     ProcessStatus,
 )
 from wuu.worker.errors import WorkerError
-from wuu.worker.native.output import OutputBuffer
-from wuu.worker.native.processes import ProcessRegistry, run_command
-
-SESSION = "thr_test"
-ENV = {"PATH": "/usr/bin:/bin"}
-RFC3339 = re.compile(
-    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
-)
-SECOND_NS = 1_000_000_000
-# A shell that ignores TERM, starts a grandchild that inherits that, prints the grandchild's pid and waits.
-STUBBORN_TREE = ["sh", "-c", "trap '' TERM; sleep 1000 & echo $!; wait"]
+from wuu.worker.native.processes import ProcessRegistry
 
 
 class Worker:
@@ -51,12 +51,16 @@ class Worker:
         self.registry = ProcessRegistry(SESSION, self.events.append, **extra)
 
     async def start(self, *argv: str, **params: Any) -> ExecutionProcessV4:
+        """Start `argv` in `standard` with `params` added; its record."""
         start = ProcessStartParams.model_validate(
             {"argv": list(argv), "permission_mode": "standard", **params}
         )
-        return await self.registry.start(start, argv=list(argv), cwd=self.cwd, env=ENV, preexec_fn=None)
+        return await self.registry.start(
+            start, argv=list(argv), cwd=self.cwd, env=MINIMAL_ENV, preexec_fn=None
+        )
 
     async def read(self, process_id: str, **params: int) -> ProcessReadResult:
+        """One `process/read` with `params` (Go-cased)."""
         return await self.registry.read(ProcessReadParams.model_validate({"Process": process_id, **params}))
 
     async def output_until_end(
@@ -84,37 +88,27 @@ class Worker:
         raise AssertionError("no line of output")
 
     def events_of(self, process_id: str) -> list[tuple[ProcessEventType, ProcessEventCause]]:
+        """The type and cause of every event the registry emitted for one process, in order."""
         return [(e.type, e.cause) for e in self.events if e.process.id == process_id]
 
 
 @pytest.fixture
 async def worker(tmp_path: Path) -> AsyncIterator[Worker]:
+    """A registry whose processes run in tmp_path, closed (every process stopped) after the test.
+
+    In this module it stands for the worker process of conftest.py.
+    """
     w = Worker(tmp_path)
     yield w
     await w.registry.close()
 
 
-def alive(pid: int) -> bool:
-    """Whether pid is a live (non-zombie) process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
-
-
-async def assert_gone(pid: int, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} is still alive"
-        await asyncio.sleep(0.01)
-
-
 def python(code: str) -> tuple[str, str, str]:
+    """argv running `code` with this Python."""
     return (sys.executable, "-c", code)
 
 
-# --- records, listing, events ---
+# --- records, listing, events -----------------------------------------------------------------------------
 
 
 async def test_start_list_get_and_records(worker: Worker) -> None:
@@ -184,11 +178,8 @@ async def test_terminal_event_comes_after_all_output(worker: Worker) -> None:
     start = ProcessStartParams.model_validate({"argv": ["x"], "permission_mode": "standard"})
     # The grandchild keeps the output pipe after the shell exits and writes more.
     argv = ["sh", "-c", "(sleep 0.3; printf late) & printf early"]
-    process = await registry.start(start, argv=argv, cwd=Path("/"), env=ENV, preexec_fn=None)
-    deadline = time.monotonic() + 10
-    while records[process.id].status is ProcessStatus.RUNNING:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    process = await registry.start(start, argv=argv, cwd=Path("/"), env=MINIMAL_ENV, preexec_fn=None)
+    await until(lambda: records[process.id].status is not ProcessStatus.RUNNING, "the terminal event", 10)
     assert seen[-1] == (len(b"earlylate"), ProcessStatus.EXITED)
     await registry.close()
 
@@ -226,7 +217,7 @@ async def test_unknown_id_is_not_found(worker: Worker) -> None:
         assert caught.value.code is ErrorCode.NOT_FOUND
 
 
-# --- output ---
+# --- output -----------------------------------------------------------------------------------------------
 
 
 async def test_stdout_and_stderr_share_one_stream_in_order(worker: Worker) -> None:
@@ -251,16 +242,7 @@ async def test_read_offsets_and_total(worker: Worker) -> None:
         assert empty.output == "" and empty.start_offset == empty.end_offset == offset
         assert not empty.timed_out and empty.duration < SECOND_NS
     assert middle.process.output_bytes == 10
-    assert set(middle.to_wire()) == {
-        "Process",
-        "Output",
-        "StartOffset",
-        "EndOffset",
-        "TotalBytes",
-        "Truncated",
-        "TimedOut",
-        "Duration",
-    }
+    assert set(middle.to_wire()) == READ_RESULT_KEYS
 
 
 async def test_read_below_retained_start_is_truncated(tmp_path: Path) -> None:
@@ -338,7 +320,7 @@ async def test_cancelled_read_leaves_the_registry_usable(worker: Worker) -> None
     assert base64.b64decode(result.output) == b"got x\n"
 
 
-# --- stdin ---
+# --- stdin ------------------------------------------------------------------------------------------------
 
 
 async def test_write_feeds_stdin_and_close_ends_it(worker: Worker) -> None:
@@ -374,7 +356,7 @@ async def test_large_write_waits_for_the_reader(worker: Worker) -> None:
     assert data == str(4 << 20).encode()
 
 
-# --- stopping ---
+# --- stopping ---------------------------------------------------------------------------------------------
 
 
 async def test_stop_ends_a_tree_whose_grandchild_ignores_term(worker: Worker) -> None:
@@ -387,9 +369,9 @@ async def test_stop_ends_a_tree_whose_grandchild_ignores_term(worker: Worker) ->
     assert stopped.status is ProcessStatus.STOPPED
     assert stopped.signal == "KILL" and stopped.exit_code is None
     assert stopped.ended_at is not None
-    await assert_gone(grandchild)
+    await assert_gone(grandchild, timeout_s=5)
     assert process.pid is not None
-    await assert_gone(process.pid)
+    await assert_gone(process.pid, timeout_s=5)
     assert worker.events_of(process.id)[-1] == (ProcessEventType.STOPPED, ProcessEventCause.STOP_REQUEST)
     # Stopping an ended process returns its record unchanged, with no new event.
     assert await worker.registry.stop(process.id, ProcessSignal.KILL, 0) == stopped
@@ -412,7 +394,7 @@ async def test_cancelled_stop_still_finishes(worker: Worker) -> None:
         await stopping
     _, ended = await worker.output_until_end(process.id)
     assert ended.status is ProcessStatus.STOPPED and ended.signal == "KILL"
-    await assert_gone(grandchild)
+    await assert_gone(grandchild, timeout_s=5)
 
 
 async def test_stop_does_not_wait_for_a_pipe_held_outside_the_group(worker: Worker) -> None:
@@ -454,162 +436,10 @@ async def test_close_leaves_no_process_behind(tmp_path: Path) -> None:
     pids = [grandchild, leftover_pid, stubborn.pid, plain.pid]
     for pid in pids:
         assert pid is not None
-        await assert_gone(pid)
+        await assert_gone(pid, timeout_s=5)
     for process in (stubborn, plain):
         assert worker.registry.get(process.id).status is ProcessStatus.STOPPED
         assert worker.events_of(process.id)[-1] == (ProcessEventType.STOPPED, ProcessEventCause.SHUTDOWN)
     assert worker.registry.get(leftover.id).status is ProcessStatus.EXITED
     with pytest.raises(WorkerError):
         await worker.start("true")
-
-
-# --- exec_command ---
-
-
-async def test_run_command_collects_output_and_status(tmp_path: Path) -> None:
-    outcome = await run_command(
-        ["sh", "-c", "echo out; echo err >&2; exit 7"],
-        cwd=tmp_path,
-        env=ENV,
-        preexec_fn=None,
-        timeout_ms=None,
-        max_output_bytes=1 << 20,
-    )
-    assert outcome.output == b"out\nerr\n"
-    assert (outcome.exit_code, outcome.signal, outcome.timed_out, outcome.start_error) == (
-        7,
-        None,
-        False,
-        None,
-    )
-    assert outcome.metadata().to_wire()["exit_code"] == 7
-
-
-async def test_run_command_timeout_kills_the_tree(tmp_path: Path) -> None:
-    started = time.monotonic()
-    outcome = await run_command(
-        [*STUBBORN_TREE],
-        cwd=tmp_path,
-        env=ENV,
-        preexec_fn=None,
-        timeout_ms=300,
-        max_output_bytes=1 << 20,
-    )
-    assert time.monotonic() - started < 5
-    assert outcome.timed_out and outcome.signal == "KILL" and outcome.exit_code is None
-    await assert_gone(int(outcome.output.split(b"\n", 1)[0]))
-
-
-async def test_run_command_keeps_the_tail_and_kills_leftovers(tmp_path: Path) -> None:
-    outcome = await run_command(
-        ["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!; printf 0123456789"],
-        cwd=tmp_path,
-        env=ENV,
-        preexec_fn=None,
-        timeout_ms=None,
-        max_output_bytes=4,
-    )
-    assert outcome.output == b"6789" and outcome.truncated
-    assert outcome.exit_code == 0
-    assert outcome.total_bytes > 10
-    # The leftover's pid is in the lost head of the output; no sleep 1000 of this test survives.
-    await assert_gone_by_name(tmp_path)
-
-
-async def assert_gone_by_name(cwd: Path) -> None:
-    deadline = time.monotonic() + 5
-    while True:
-        survivors = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    if (entry / "cwd").resolve() == cwd.resolve() and alive(int(entry.name)):
-                        survivors.append(entry.name)
-                except OSError:
-                    continue
-        if not survivors:
-            return
-        assert time.monotonic() < deadline, f"processes in {cwd} survived: {survivors}"
-        await asyncio.sleep(0.01)
-
-
-async def test_run_command_program_not_found(tmp_path: Path) -> None:
-    outcome = await run_command(
-        ["/nonexistent/program"], cwd=tmp_path, env=ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=10
-    )
-    assert outcome.start_error is not None
-    assert outcome.exit_code == 127 and outcome.output == b""
-
-
-async def test_run_command_program_not_executable(tmp_path: Path) -> None:
-    script = tmp_path / "script"
-    script.write_text("#!/bin/sh\necho hi\n")
-    outcome = await run_command(
-        [str(script)], cwd=tmp_path, env=ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=10
-    )
-    assert outcome.start_error is not None and outcome.exit_code == 126
-
-
-async def test_cancelled_run_command_kills_the_tree(tmp_path: Path) -> None:
-    running = asyncio.create_task(
-        run_command(
-            [*STUBBORN_TREE], cwd=tmp_path, env=ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=100
-        )
-    )
-    await asyncio.sleep(0.3)
-    running.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await running
-    await assert_gone_by_name(tmp_path)
-
-
-# --- the output buffer ---
-
-
-def test_buffer_matches_a_reference_stream() -> None:
-    buffer = OutputBuffer(retain_bytes=1000)
-    stream = bytearray()
-    sizes = [1, 7, 300, 70_000, 2, 65_536, 5, 999, 1000, 1001, 3, 200_000, 1]
-    for round_number, size in enumerate(sizes * 3):
-        chunk = bytes((round_number + i) % 251 for i in range(size))
-        buffer.append(chunk)
-        stream += chunk
-        total = len(stream)
-        assert buffer.total_bytes == total
-        assert buffer.retained_start == max(0, total - 1000)
-        for offset in (0, max(0, total - 1000), max(0, total - 10), total, total + 5):
-            for max_bytes in (1, 10, 5000):
-                start, data, truncated = buffer.read(offset, max_bytes)
-                assert truncated == (offset < total - 1000)
-                assert start == max(offset, total - 1000, 0)
-                assert data == bytes(stream[start : start + max_bytes])
-
-
-def test_buffer_appends_of_a_large_stream_stay_linear() -> None:
-    buffer = OutputBuffer()
-    chunk = b"x" * 4096
-    started = time.monotonic()
-    for _ in range(25_000):  # 100 MiB in small pieces
-        buffer.append(chunk)
-    assert time.monotonic() - started < 10
-    assert buffer.total_bytes == 25_000 * 4096
-    start, data, truncated = buffer.read(0, 8 << 20)
-    assert truncated and len(data) == 1 << 20 and start == buffer.total_bytes - (1 << 20)
-
-
-async def test_buffer_waits_are_cancellable() -> None:
-    buffer = OutputBuffer(retain_bytes=100)
-    assert not await buffer.wait_total(1, 0.05)
-    waiters = [asyncio.create_task(buffer.wait_total(3, None)) for _ in range(2)]
-    await asyncio.sleep(0.01)
-    waiters[0].cancel()
-    buffer.append(b"ab")
-    buffer.append(b"c")
-    assert await asyncio.wait_for(waiters[1], 5)
-    assert waiters[0].cancelled()
-    late = asyncio.create_task(buffer.wait_total(100, None))
-    await asyncio.sleep(0.01)
-    buffer.close()
-    assert await asyncio.wait_for(late, 5)
-    with pytest.raises(ValueError):
-        buffer.append(b"x")

@@ -4,56 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.helpers import DEADLINE, SDK_WORKER, Spawner, binding, code, initialize, ok, tool_request, until
 from wuu.generated.models import ToolInvokeParams, ToolResult
-from wuu.worker.client import ConnectionLost, WorkerClient
-
-FIXTURE = Path(__file__).parent / "fixtures" / "sdk_worker.py"
-DEADLINE = 20.0
-
-
-async def spawn(**kwargs: Any) -> WorkerClient:
-    return await WorkerClient.spawn([sys.executable, str(FIXTURE)], **kwargs)
+from wuu.worker.client import WorkerClient
 
 
 @pytest.fixture
-async def worker(tmp_path: Path) -> AsyncIterator[WorkerClient]:
-    client = await spawn()
-    yield client
-    await client.close(budget=10)
-
-
-def execute(tool: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "tool": tool,
-        "call": {"id": "call-1", "arguments": json.dumps(arguments)},
-        "actor": {"kind": "agent", "id": "agent-1"},
-        "permission_mode": "standard",
-    }
-
-
-def binding(root: Path, **extra: Any) -> dict[str, Any]:
-    return {"version": 4, "root": str(root), "session": "thread-1", **extra}
-
-
-async def ready(client: WorkerClient, root: Path, **extra: Any) -> dict[str, Any]:
-    reply = await client.request("initialize", binding(root, **extra))
-    assert "data" in reply, reply
-    return reply
-
-
-def code(reply: dict[str, Any]) -> str:
-    assert "error" in reply, reply
-    return str(reply["error"]).split(":", 1)[0]
+async def worker(spawn_client: Spawner) -> WorkerClient:
+    """A fresh SDK worker, not yet initialized (in this module it stands for the native one of conftest.py)."""
+    return await spawn_client(SDK_WORKER)
 
 
 async def wait_exit(client: WorkerClient) -> int:
+    """Wait for the worker process to exit by itself; its exit status."""
+    assert client.process is not None
     return await asyncio.wait_for(client.process.wait(), DEADLINE)
 
 
@@ -62,7 +30,7 @@ async def wait_exit(client: WorkerClient) -> int:
 
 async def test_requests_before_initialize_get_not_initialized(worker: WorkerClient) -> None:
     for method, data in [
-        ("execute", execute("echo", text="hi")),
+        ("execute", tool_request("echo", text="hi")),
         ("process/list", {}),
         ("cancel", {"id": "x"}),
     ]:
@@ -72,8 +40,7 @@ async def test_requests_before_initialize_get_not_initialized(worker: WorkerClie
 async def test_initialize_reply_lists_methods_and_grants_requested_capabilities(
     worker: WorkerClient, tmp_path: Path
 ) -> None:
-    reply = await ready(worker, tmp_path / "ws", capabilities=["process.start.v1", "unknown.v9"])
-    data = reply["data"]
+    data = await initialize(worker, tmp_path / "ws", capabilities=["process.start.v1", "unknown.v9"])
     assert data["version"] == 4
     assert data["capabilities"] == ["process.start.v1"]
     assert data["methods"] == ["cancel", "execute", "initialize", "process/start"]
@@ -81,15 +48,15 @@ async def test_initialize_reply_lists_methods_and_grants_requested_capabilities(
 
 
 async def test_equal_reinitialize_returns_the_same_reply(worker: WorkerClient, tmp_path: Path) -> None:
-    first = await ready(worker, tmp_path / "ws", environment={"A": "1"})
+    first = await initialize(worker, tmp_path / "ws", environment={"A": "1"})
     again = await worker.request(
         "initialize", binding(tmp_path / "ws", environment={"A": "1"}, require_existing_workspace=False)
     )
-    assert again["data"] == first["data"]
+    assert ok(again) == first
 
 
 async def test_a_different_binding_gets_binding_immutable(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     reply = await worker.request("initialize", binding(tmp_path / "other"))
     assert code(reply) == "binding_immutable"
     reply = await worker.request("initialize", binding(tmp_path / "ws", capabilities=["process.start.v1"]))
@@ -99,14 +66,14 @@ async def test_a_different_binding_gets_binding_immutable(worker: WorkerClient, 
 async def test_another_token_gets_token_mismatch_on_every_method(
     worker: WorkerClient, tmp_path: Path
 ) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     for method, data in [
         ("initialize", binding(tmp_path / "ws")),
-        ("execute", execute("echo", text="x")),
+        ("execute", tool_request("echo", text="x")),
         ("cancel", {"id": "h1"}),
     ]:
         assert code(await worker.request(method, data, token="intruder")) == "token_mismatch"
-    assert (await worker.request("execute", execute("echo", text="ok")))["data"]["output"] == "ok"
+    assert (await worker.request("execute", tool_request("echo", text="ok")))["data"]["output"] == "ok"
 
 
 async def test_protocol_mismatch_leaves_the_connection_uninitialized(
@@ -114,13 +81,16 @@ async def test_protocol_mismatch_leaves_the_connection_uninitialized(
 ) -> None:
     reply = await worker.request("initialize", {**binding(tmp_path / "ws"), "version": 3})
     assert code(reply) == "protocol_mismatch"
-    assert code(await worker.request("execute", execute("echo", text="x"))) == "not_initialized"
-    await ready(worker, tmp_path / "ws")
+    assert code(await worker.request("execute", tool_request("echo", text="x"))) == "not_initialized"
+    await initialize(worker, tmp_path / "ws")
 
 
 async def test_a_failed_initialize_kills_the_connection(worker: WorkerClient, tmp_path: Path) -> None:
     assert code(await worker.request("initialize", binding(tmp_path / "fail-init"))) == "workspace_missing"
-    for method, data in [("initialize", binding(tmp_path / "ws")), ("execute", execute("echo", text="x"))]:
+    for method, data in [
+        ("initialize", binding(tmp_path / "ws")),
+        ("execute", tool_request("echo", text="x")),
+    ]:
         assert code(await worker.request(method, data)) == "initialization_failed"
 
 
@@ -138,15 +108,15 @@ async def test_a_cancelled_initialize_kills_the_connection(worker: WorkerClient,
 
 
 async def test_unsupported_methods_and_tools(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     for method in ("process/read", "run_code", "process/event", "tool/invoke", "no/such"):
         assert code(await worker.request(method, {})) == "unsupported_method", method
-    assert code(await worker.request("execute", execute("teleport"))) == "unsupported_tool"
+    assert code(await worker.request("execute", tool_request("teleport"))) == "unsupported_tool"
 
 
 async def test_invalid_params_name_the_field(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    reply = await worker.request("execute", {**execute("echo", text="x"), "permission_mode": "godmode"})
+    await initialize(worker, tmp_path / "ws")
+    reply = await worker.request("execute", {**tool_request("echo", text="x"), "permission_mode": "godmode"})
     assert reply["error"].startswith("invalid_request: permission_mode: ")
     reply = await worker.request("initialize", {**binding(tmp_path / "ws"), "version": "4"})
     assert reply["error"].startswith("invalid_request: version: ")
@@ -165,11 +135,11 @@ async def test_a_request_frame_with_wrong_fields_gets_invalid_request(worker: Wo
 
 
 async def test_a_duplicate_in_flight_id_gets_invalid_request(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     slow = worker.expect_reply("dup")
-    frame = {"id": "dup", "method": "execute", "token": worker.token, "data": execute("sleep", ms=300)}
+    frame = {"id": "dup", "method": "execute", "token": worker.token, "data": tool_request("sleep", ms=300)}
     await worker.send_frame(frame)
-    await worker.send_frame({**frame, "data": execute("echo", text="second")})
+    await worker.send_frame({**frame, "data": tool_request("echo", text="second")})
     # The duplicate's reply carries the same id: the first reply with that id is the rejection.
     assert code(await asyncio.wait_for(slow, DEADLINE)) == "invalid_request"
     later = worker.expect_reply("dup")
@@ -177,9 +147,9 @@ async def test_a_duplicate_in_flight_id_gets_invalid_request(worker: WorkerClien
 
 
 async def test_overlapping_handlers_answer_in_completion_order(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    slow = asyncio.create_task(worker.request("execute", execute("sleep", ms=500)))
-    fast = asyncio.create_task(worker.request("execute", execute("echo", text="fast")))
+    await initialize(worker, tmp_path / "ws")
+    slow = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=500)))
+    fast = asyncio.create_task(worker.request("execute", tool_request("echo", text="fast")))
     done, _ = await asyncio.wait({slow, fast}, return_when=asyncio.FIRST_COMPLETED)
     assert done == {fast}
     assert (await slow)["data"]["output"] == "slept"
@@ -188,10 +158,10 @@ async def test_overlapping_handlers_answer_in_completion_order(worker: WorkerCli
 async def test_cancel_is_answered_at_once_and_the_request_gets_one_cancelled_reply(
     worker: WorkerClient, tmp_path: Path
 ) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     target = worker.expect_reply("long")
     await worker.send_frame(
-        {"id": "long", "method": "execute", "token": worker.token, "data": execute("sleep", ms=60_000)}
+        {"id": "long", "method": "execute", "token": worker.token, "data": tool_request("sleep", ms=60_000)}
     )
     assert (await worker.request("cancel", {"id": "long"}))["data"] == {"cancelled": True}
     assert code(await asyncio.wait_for(target, DEADLINE)) == "cancelled"
@@ -204,79 +174,83 @@ async def test_cancel_is_answered_at_once_and_the_request_gets_one_cancelled_rep
 async def test_a_handler_that_finishes_anyway_delivers_its_result_after_cancel(
     worker: WorkerClient, tmp_path: Path
 ) -> None:
-    await ready(worker, tmp_path / "ws")
+    await initialize(worker, tmp_path / "ws")
     target = worker.expect_reply("stubborn")
     await worker.send_frame(
-        {"id": "stubborn", "method": "execute", "token": worker.token, "data": execute("stubborn", ms=200)}
+        {
+            "id": "stubborn",
+            "method": "execute",
+            "token": worker.token,
+            "data": tool_request("stubborn", ms=200),
+        }
     )
     # Handlers start in arrival order: once a later request is answered, the stubborn one is running.
-    await worker.request("execute", execute("echo", text="after"))
+    await worker.request("execute", tool_request("echo", text="after"))
     assert (await worker.request("cancel", {"id": "stubborn"}))["data"] == {"cancelled": True}
     reply = await asyncio.wait_for(target, DEADLINE)
     assert reply["data"]["output"] == "finished anyway"
 
 
 async def test_cancelling_the_caller_sends_cancel(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    call = asyncio.create_task(worker.request("execute", execute("sleep", ms=60_000)))
+    await initialize(worker, tmp_path / "ws")
+    call = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
     await asyncio.sleep(0.1)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    deadline = asyncio.get_running_loop().time() + DEADLINE
-    while not any(b'"error":"cancelled"' in data for _, data in worker.transcript.entries):
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.02)
+    await until(
+        lambda: any(b'"error":"cancelled"' in data for _, data in worker.transcript.entries),
+        "the cancelled request's reply",
+    )
 
 
 async def test_a_handler_error_is_internal(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    reply = await worker.request("execute", execute("fail"))
+    await initialize(worker, tmp_path / "ws")
+    reply = await worker.request("execute", tool_request("fail"))
     assert reply["error"] == "internal: RuntimeError: the tool broke"
 
 
 async def test_an_oversize_reply_becomes_reply_too_large(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    assert code(await worker.request("execute", execute("big", bytes=17_000_000))) == "reply_too_large"
-    reply = await worker.request("execute", execute("big", bytes=16_000_000))
+    await initialize(worker, tmp_path / "ws")
+    assert code(await worker.request("execute", tool_request("big", bytes=17_000_000))) == "reply_too_large"
+    reply = await worker.request("execute", tool_request("big", bytes=16_000_000))
     assert len(reply["data"]["output"]) == 16_000_000
 
 
 async def test_the_sdk_checks_that_start_replies_keep_the_operation_id(
     worker: WorkerClient, tmp_path: Path
 ) -> None:
-    await ready(worker, tmp_path / "ws", capabilities=["process.start.v1"])
+    await initialize(worker, tmp_path / "ws", capabilities=["process.start.v1"])
     params = {"argv": ["true"], "permission_mode": "standard", "operation_id": "op-7"}
     assert (await worker.request("process/start", params))["data"]["operation_id"] == "op-7"
     reply = await worker.request("process/start", {**params, "argv": ["lose-operation-id"]})
     assert reply["error"].startswith("internal: process.start.v1")
 
 
-async def test_callbacks_reach_the_host_while_the_parent_is_live(tmp_path: Path) -> None:
+async def test_callbacks_reach_the_host_while_the_parent_is_live(
+    spawn_client: Spawner, tmp_path: Path
+) -> None:
     seen: list[tuple[str, str]] = []
 
     async def invoker(params: ToolInvokeParams, parent: str) -> ToolResult:
         seen.append((params.tool, parent))
         return ToolResult(output=f"{params.tool} of {json.loads(params.arguments)['path']}", is_error=False)
 
-    client = await spawn(tool_invoker=invoker)
-    try:
-        await ready(client, tmp_path / "ws")
-        reply = await client.request("execute", execute("callback", name="read_file"), request_id="parent-1")
-        assert reply["data"]["output"] == "host said: read_file of a.txt"
-        assert seen == [("read_file", "parent-1")]
-        callback = next(data for direction, data in client.transcript.entries if b'"tool/invoke"' in data)
-        assert json.loads(callback)["parent"] == "parent-1"
-    finally:
-        await client.close()
+    client = await spawn_client(SDK_WORKER, tool_invoker=invoker)
+    await initialize(client, tmp_path / "ws")
+    reply = await client.request("execute", tool_request("callback", name="read_file"), request_id="parent-1")
+    assert reply["data"]["output"] == "host said: read_file of a.txt"
+    assert seen == [("read_file", "parent-1")]
+    callback = next(data for direction, data in client.transcript.entries if b'"tool/invoke"' in data)
+    assert json.loads(callback)["parent"] == "parent-1"
 
 
 # --- the end of the connection --------------------------------------------------------------------
 
 
 async def test_eof_cancels_handlers_runs_cleanup_and_exits(worker: WorkerClient, tmp_path: Path) -> None:
-    await ready(worker, tmp_path / "ws")
-    pending = asyncio.create_task(worker.request("execute", execute("sleep", ms=60_000)))
+    await initialize(worker, tmp_path / "ws")
+    pending = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
     await asyncio.sleep(0.1)
     outcome = await worker.close(budget=DEADLINE)
     assert outcome.clean
@@ -298,12 +272,12 @@ MALFORMED = {
 
 @pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
 async def test_a_malformed_frame_gets_no_reply_and_ends_the_connection(
-    payload: bytes, tmp_path: Path
+    spawn_client: Spawner, payload: bytes, tmp_path: Path
 ) -> None:
     marker = tmp_path / "marker"
-    client = await spawn(env={"WUU_TEST_MARKER": str(marker), "PATH": "/usr/bin:/bin"})
-    await ready(client, tmp_path / "ws")
-    pending = asyncio.create_task(client.request("execute", execute("sleep", ms=60_000)))
+    client = await spawn_client(SDK_WORKER, env={"WUU_TEST_MARKER": str(marker), "PATH": "/usr/bin:/bin"})
+    await initialize(client, tmp_path / "ws")
+    pending = asyncio.create_task(client.request("execute", tool_request("sleep", ms=60_000)))
     await asyncio.sleep(0.1)
     await client.send_bytes(payload)
     assert await wait_exit(client) == 0
@@ -312,89 +286,47 @@ async def test_a_malformed_frame_gets_no_reply_and_ends_the_connection(
     # Only the initialize reply and the drained request's `cancelled` reply: nothing answers the bad frame.
     assert len(received) == 2 and b'"error":"cancelled"' in received[1]
     assert code(await pending) == "cancelled"
-    await client.close()
 
 
-async def test_a_frame_of_16_mib_plus_one_ends_the_connection_without_reply(tmp_path: Path) -> None:
-    client = await spawn()
-    await ready(client, tmp_path / "ws")
-    head = b'{"id": "big", "method": "execute", "token": "' + client.token.encode() + b'", "data": {"pad": "'
+async def test_a_frame_of_16_mib_plus_one_ends_the_connection_without_reply(
+    worker: WorkerClient, tmp_path: Path
+) -> None:
+    await initialize(worker, tmp_path / "ws")
+    head = b'{"id": "big", "method": "execute", "token": "' + worker.token.encode() + b'", "data": {"pad": "'
     tail = b'"}}\n'
     frame = head + b"p" * (16 * 1024 * 1024 + 1 - len(head) - len(tail)) + tail
     assert len(frame) == 16 * 1024 * 1024 + 1
-    await client.send_bytes(frame)
-    assert await wait_exit(client) == 0
+    await worker.send_bytes(frame)
+    assert await wait_exit(worker) == 0
     assert (tmp_path / "ws" / "closed").exists()
-    assert len([d for direction, d in client.transcript.entries if direction == "<"]) == 1
-    await client.close()
+    assert len([d for direction, d in worker.transcript.entries if direction == "<"]) == 1
 
 
-async def test_a_frame_of_exactly_16_mib_is_accepted(tmp_path: Path) -> None:
-    client = await spawn()
-    try:
-        await ready(client, tmp_path / "ws")
-        head = (
-            b'{"id": "big", "method": "execute", "token": "' + client.token.encode() + b'", "data": {"pad": "'
-        )
-        tail = b'"}}\n'
-        frame = head + b"p" * (16 * 1024 * 1024 - len(head) - len(tail)) + tail
-        waiter = client.expect_reply("big")
-        await client.send_bytes(frame)
-        assert code(await asyncio.wait_for(waiter, DEADLINE)) == "invalid_request"
-    finally:
-        await client.close()
+async def test_a_frame_of_exactly_16_mib_is_accepted(worker: WorkerClient, tmp_path: Path) -> None:
+    await initialize(worker, tmp_path / "ws")
+    head = b'{"id": "big", "method": "execute", "token": "' + worker.token.encode() + b'", "data": {"pad": "'
+    tail = b'"}}\n'
+    frame = head + b"p" * (16 * 1024 * 1024 - len(head) - len(tail)) + tail
+    waiter = worker.expect_reply("big")
+    await worker.send_bytes(frame)
+    assert code(await asyncio.wait_for(waiter, DEADLINE)) == "invalid_request"
 
 
-async def test_output_failure_ends_the_connection_while_input_is_blocked(tmp_path: Path) -> None:
-    client = await spawn()
-    await ready(client, tmp_path / "ws")
-    assert client.process.stdout is not None
+async def test_output_failure_ends_the_connection_while_input_is_blocked(
+    worker: WorkerClient, tmp_path: Path
+) -> None:
+    await initialize(worker, tmp_path / "ws")
+    assert worker.process is not None and worker.process.stdout is not None
     # Stop reading the worker's output: its stdout pipe loses its reader while its stdin stays open.
-    transport = client.process._transport.get_pipe_transport(1)  # type: ignore[attr-defined]
+    transport = worker.process._transport.get_pipe_transport(1)  # type: ignore[attr-defined]
     transport.close()
-    assert await wait_exit(client) == 0
+    assert await wait_exit(worker) == 0
     assert (tmp_path / "ws" / "closed").exists()
-    await client.close()
 
 
-async def test_a_cleanup_failure_is_reported(tmp_path: Path) -> None:
-    client = await spawn(env={"WUU_TEST_CLOSE_FAILS": "1", "PATH": "/usr/bin:/bin"})
-    await ready(client, tmp_path / "ws")
+async def test_a_cleanup_failure_is_reported(spawn_client: Spawner, tmp_path: Path) -> None:
+    client = await spawn_client(SDK_WORKER, env={"WUU_TEST_CLOSE_FAILS": "1", "PATH": "/usr/bin:/bin"})
+    await initialize(client, tmp_path / "ws")
     outcome = await client.close(budget=DEADLINE)
     assert outcome.returncode == 1
     assert b"cleanup error: cleanup failed" in outcome.stderr
-
-
-# --- the host client's view of a broken worker ------------------------------------------------------
-
-
-async def test_a_worker_killed_mid_request_fails_the_call_as_unknown(
-    worker: WorkerClient, tmp_path: Path
-) -> None:
-    await ready(worker, tmp_path / "ws")
-    pending = asyncio.create_task(worker.request("execute", execute("sleep", ms=60_000)))
-    await worker.request("execute", execute("echo", text="the sleep is running"))
-    worker.process.kill()
-    with pytest.raises(ConnectionLost, match="the outcome of the call is unknown"):
-        await asyncio.wait_for(pending, DEADLINE)
-    with pytest.raises(ConnectionLost):
-        await worker.request("execute", execute("echo", text="after"))
-    outcome = await worker.close()
-    assert outcome.returncode == -9 and not outcome.clean
-
-
-async def test_a_malformed_frame_from_the_worker_fails_the_call(tmp_path: Path) -> None:
-    client = await WorkerClient.spawn(["sh", "-c", "read line; echo '{nope'; sleep 30"])
-    with pytest.raises(ConnectionLost, match="malformed frame from the worker"):
-        await asyncio.wait_for(client.request("initialize", binding(tmp_path)), DEADLINE)
-    outcome = await client.close(budget=0.5)
-    assert outcome.killed
-
-
-async def test_an_oversize_frame_from_the_worker_fails_the_call_and_close_ends(tmp_path: Path) -> None:
-    program = "import sys; sys.stdin.readline(); sys.stdout.write('x' * (17 * 1024 * 1024) + '\\n'); sys.stdout.flush()"
-    client = await WorkerClient.spawn([sys.executable, "-c", program + "; import time; time.sleep(60)"])
-    with pytest.raises(ConnectionLost, match="frame over the limit of 16777216 bytes"):
-        await asyncio.wait_for(client.request("initialize", binding(tmp_path)), DEADLINE)
-    outcome = await asyncio.wait_for(client.close(budget=0.5), DEADLINE)
-    assert outcome.killed

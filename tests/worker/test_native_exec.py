@@ -1,0 +1,71 @@
+"""exec_command on the native worker: output, exit status, timeouts, the working directory and cancel.
+
+Every test runs against each worker of WORKER_COMMANDS (tests/worker/conftest.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from tests.helpers import DEADLINE, assert_gone, code, ok, pid_from_file, run_tool, same_path
+from wuu.worker.client import WorkerClient
+
+
+async def test_exec_command_returns_combined_output_and_exit_code_zero(worker: WorkerClient) -> None:
+    result = ok(await run_tool(worker, "exec_command", argv=["sh", "-c", "echo out; echo err >&2"]))
+    assert result["output"] == "out\nerr\n"
+    assert result["is_error"] is False
+    metadata = result["metadata"]
+    assert metadata["exit_code"] == 0 and metadata["signal"] is None and metadata["timed_out"] is False
+    assert isinstance(metadata["duration_ns"], int) and metadata["duration_ns"] >= 0
+
+
+async def test_exec_command_with_a_non_zero_exit_is_an_error_result(worker: WorkerClient) -> None:
+    result = ok(await run_tool(worker, "exec_command", argv=["sh", "-c", "echo failing; exit 3"]))
+    assert result["is_error"] is True
+    assert result["output"] == "failing\n"
+    assert result["metadata"]["exit_code"] == 3 and result["metadata"]["timed_out"] is False
+
+
+async def test_exec_command_timeout_kills_the_command_and_sets_timed_out(worker: WorkerClient) -> None:
+    began = time.monotonic()
+    result = ok(await run_tool(worker, "exec_command", argv=["sleep", "60"], timeout_ms=300))
+    assert time.monotonic() - began < DEADLINE
+    assert result["is_error"] is True
+    assert result["metadata"]["timed_out"] is True
+    assert result["metadata"]["exit_code"] is None and result["metadata"]["signal"] is not None
+
+
+async def test_exec_command_runs_in_cwd_relative_to_the_root(worker: WorkerClient, root: Path) -> None:
+    (root / "sub").mkdir()
+    result = ok(await run_tool(worker, "exec_command", argv=["pwd"], cwd="sub"))
+    assert same_path(result["output"].strip(), root / "sub")
+    default = ok(await run_tool(worker, "exec_command", argv=["pwd"]))
+    assert same_path(default["output"].strip(), root)
+
+
+async def test_exec_command_reports_an_unstartable_program_as_a_shell_would(
+    worker: WorkerClient, root: Path
+) -> None:
+    missing = ok(await run_tool(worker, "exec_command", argv=["no-such-program-wuu"]))
+    assert missing["is_error"] is True and missing["metadata"]["exit_code"] == 127
+    (root / "script.sh").write_text("#!/bin/sh\necho hi\n")
+    (root / "script.sh").chmod(0o644)
+    not_executable = ok(await run_tool(worker, "exec_command", argv=["./script.sh"]))
+    assert not_executable["is_error"] is True and not_executable["metadata"]["exit_code"] == 126
+
+
+async def test_cancelling_exec_command_ends_its_process_tree(worker: WorkerClient, root: Path) -> None:
+    pending = asyncio.create_task(
+        run_tool(worker, "exec_command", argv=["sh", "-c", "echo $$ > pid.txt; exec sleep 1000"])
+    )
+    pid = await pid_from_file(root / "pid.txt", pending)
+    request_id = next(
+        json.loads(raw)["id"] for direction, raw in worker.transcript.entries if b'"exec_command"' in raw
+    )
+    assert ok(await worker.request("cancel", {"id": request_id})) == {"cancelled": True}
+    assert code(await asyncio.wait_for(pending, DEADLINE)) == "cancelled"
+    await assert_gone(pid)
