@@ -35,7 +35,7 @@ from wuu.generated.models import (
 from wuu.generated.wire import WireModel
 
 from .errors import error_code, split_error
-from .framing import Frame, Framing
+from .framing import Frame, reader_limit
 from .peer import ConnectionLost, Peer
 from .transcript import Transcript
 
@@ -86,7 +86,6 @@ class WorkerClient(WorkerClientMethods):
         tool_invoker: ToolInvoker | None = None,
         process: asyncio.subprocess.Process | None = None,
         record: bool = True,
-        framing: Framing | None = None,
     ) -> None:
         """`record`: keep a transcript of the frames (for reproducers); off for long-lived connections.
 
@@ -105,7 +104,6 @@ class WorkerClient(WorkerClientMethods):
             self,
             remote="the worker",
             id_prefix="h",
-            framing=framing,
             transcript=self.transcript,
         )
         self._reader = asyncio.create_task(self._read())
@@ -123,7 +121,6 @@ class WorkerClient(WorkerClientMethods):
         record: bool = True,
     ) -> WorkerClient:
         """Start an adapter command and connect to its stdin/stdout."""
-        framing = Framing()
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -131,7 +128,7 @@ class WorkerClient(WorkerClientMethods):
             stderr=asyncio.subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            limit=framing.stream_limit,
+            limit=reader_limit(),
         )
         assert process.stdin is not None and process.stdout is not None
         return cls(
@@ -141,7 +138,6 @@ class WorkerClient(WorkerClientMethods):
             tool_invoker=tool_invoker,
             process=process,
             record=record,
-            framing=framing,
         )
 
     @property

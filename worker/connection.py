@@ -33,7 +33,7 @@ from wuu.generated.wire import MethodSpec, WireModel
 from .backend import ExecutionBackendV4
 from .binding import same_binding
 from .errors import WorkerError, error_code
-from .framing import FrameTooLarge, Framing
+from .framing import FrameTooLarge
 from .peer import ConnectionLost, Peer
 
 log = logging.getLogger("wuu.worker")
@@ -122,7 +122,6 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         *,
-        framing: Framing | None = None,
         output_closed: asyncio.Event | None = None,
     ) -> None:
         self._backend = backend
@@ -132,7 +131,6 @@ class Connection:
             self,
             remote="the host",
             id_prefix="cb-",
-            framing=framing,
             ignore_unknown_replies=True,
             output_closed=output_closed,
         )

@@ -72,8 +72,7 @@ class Framing:
     """The frame codec of one connection: how lines are read, and how frames become bytes and back.
 
     Every reader checks the limit itself, so a stream created with a larger buffer limit still
-    refuses a frame one byte over it. Subclasses may change how frames are read or written (the
-    test suite builds deliberately broken workers that way).
+    refuses a frame one byte over it.
     """
 
     def __init__(self, limit: int = WORKER_MAX_FRAME_BYTES) -> None:

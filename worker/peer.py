@@ -65,14 +65,13 @@ class Peer:
         *,
         remote: str,
         id_prefix: str,
-        framing: Framing | None = None,
         ignore_unknown_replies: bool = False,
         transcript: Transcript | None = None,
         output_closed: asyncio.Event | None = None,
     ) -> None:
         """`remote` names the other end in messages ("the worker"); `output_closed` may be set from outside
         when the output is known to be gone (a pipe's reader went away while nothing was being written)."""
-        self.framing = framing or Framing()
+        self.framing = Framing()
         self.transcript = transcript or Transcript(enabled=False)
         self.lost: str | None = None
         """Why the connection ended; None while it is open."""

@@ -7,7 +7,6 @@ from typing import IO
 
 from .backend import ExecutionBackendV4
 from .connection import Connection
-from .framing import Framing
 from .streams import connect_pipes
 
 
@@ -16,16 +15,13 @@ async def serve(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     output_closed: asyncio.Event | None = None,
-    *,
-    framing: Framing | None = None,
 ) -> None:
     """Serve one connection on a stream pair until it ends; then drain handlers and run `backend.close`.
 
     `reader` must admit a whole frame (`framing.reader_limit()`); `output_closed`, when given, is set
-    by whoever learns first that the output is gone. `framing` replaces the codec (the frame limit and
-    encoding; the default is the spec's). Raises what `close` raised.
+    by whoever learns first that the output is gone. Raises what `close` raised.
     """
-    connection = Connection(backend, reader, writer, framing=framing, output_closed=output_closed)
+    connection = Connection(backend, reader, writer, output_closed=output_closed)
     try:
         await connection.run()
     finally:

@@ -1,7 +1,8 @@
 """A minimal ctypes binding of Linux Landlock: probe the ABI, build a filesystem ruleset, restrict a process.
 
 Only the filesystem half of Landlock is bound: the worker's sandbox restricts writes, not the network or
-signals (spec/schema/permissions/permission_modes.schema.json), so network rights (ABI 4) and scopes (ABI 6) stay unhandled on purpose.
+signals (spec/schema/permissions/permission_modes.schema.json), so network rights (ABI 4) and scopes
+(ABI 6) stay unhandled on purpose.
 """
 
 from __future__ import annotations
