@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import inspect
 import json
 import os
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,18 @@ async def run_tool(
     return await client.request("execute", tool_request(name, mode=mode, **arguments))
 
 
+async def request_ok(
+    client: WorkerClient, method: str, data: Mapping[str, Any], *, timeout_s: float = DEADLINE
+) -> dict[str, Any]:
+    """The data of the successful reply to one `method` request, which must come within `timeout_s` seconds.
+
+    An error reply fails, showing the frame and what the worker (or adapter) has written to stderr so far.
+    """
+    reply = await asyncio.wait_for(client.request(method, data), timeout_s)
+    assert "data" in reply, f"{method} failed: {reply}; stderr: {client.stderr!r}"
+    return ok(reply)
+
+
 # --- waiting ----------------------------------------------------------------------------------------------
 
 
@@ -117,6 +130,23 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
+def children(pid: int) -> list[int]:
+    """The pids of the child processes of `pid`."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def suspended(*tasks: asyncio.Task[Any]) -> bool:
+    """Whether every one of `tasks` has begun and now awaits something: none is still to start, none done.
+
+    A test waits for this before it cancels or wakes a call, so that what it does meets the call under way.
+    """
+    return all(
+        isinstance(coroutine := task.get_coro(), Coroutine)
+        and inspect.getcoroutinestate(coroutine) == inspect.CORO_SUSPENDED
+        for task in tasks
+    )
 
 
 async def assert_gone(*pids: int, timeout_s: float = DEADLINE) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import binding, request_ok, tool_request, until
 from wuu.conformance.cases import all_cases
 from wuu.conformance.runner import run_all
 from wuu.worker.client import ConnectionLost, WorkerClient
@@ -28,6 +29,8 @@ IMAGE = os.environ.get("WUU_DOCKER_IMAGE", "wuu-execution:local")
 REQUIRED = os.environ.get("WUU_REQUIRE_DOCKER") == "1"
 WORKSPACE = "/workspace"
 DEADLINE = 30.0
+"""Seconds a request or a shutdown through the backend may take (more than tests.helpers.DEADLINE: a
+container starts and stops within it)."""
 
 
 def _unavailable() -> str | None:
@@ -79,6 +82,7 @@ class Profiles:
         self.profiles: dict[str, dict[str, Any]] = {}
 
     def add(self, suffix: str, **settings: Any) -> str:
+        """Add a profile named for this test and `suffix`, with `settings`; its name."""
         name = f"{self.prefix}-{suffix}"
         self.profiles[name] = {
             "backend": "docker",
@@ -92,16 +96,20 @@ class Profiles:
         return name
 
     def command(self, name: str) -> list[str]:
+        """The adapter command that serves profile `name`."""
         return [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.path), "--profile", name]
 
     async def connect(self, name: str) -> WorkerClient:
+        """A client of a fresh adapter serving profile `name`."""
         return await WorkerClient.spawn(self.command(name))
 
     def containers(self, name: str) -> list[Any]:
+        """The containers of profile `name`, running or not."""
         found: list[Any] = self.engine.containers.list(all=True, filters={"label": f"wuu.profile={name}"})
         return found
 
     def remove_all(self) -> None:
+        """Remove every container of this test's profiles."""
         for name in self.profiles:
             for container in self.containers(name):
                 container.remove(force=True)
@@ -109,34 +117,20 @@ class Profiles:
 
 @pytest.fixture
 def profiles(engine: Any, tmp_path: Path) -> Iterator[Profiles]:
+    """The test's own profiles; their containers are removed after it."""
     made = Profiles(engine, tmp_path)
     yield made
     made.remove_all()
 
 
-def binding(root: str = WORKSPACE) -> dict[str, Any]:
-    return {"version": 4, "root": root, "session": "docker-thread"}
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "tool": name,
-        "call": {"id": "docker-call", "arguments": json.dumps(arguments)},
-        "actor": {"kind": "agent", "id": "docker-test"},
-        "permission_mode": "unconfined",
-    }
-
-
-async def ok(client: WorkerClient, method: str, data: dict[str, Any]) -> dict[str, Any]:
-    reply = await asyncio.wait_for(client.request(method, data), DEADLINE)
-    assert "data" in reply, f"{method} failed: {reply}"
-    result: dict[str, Any] = reply["data"]
-    return result
-
-
 async def run(client: WorkerClient, script: str) -> dict[str, Any]:
     """Run a python3 script in the environment (unconfined: the container is the boundary here)."""
-    return await ok(client, "execute", tool("exec_command", argv=["python3", "-c", script]))
+    return await request_ok(
+        client,
+        "execute",
+        tool_request("exec_command", mode="unconfined", argv=["python3", "-c", script]),
+        timeout_s=DEADLINE,
+    )
 
 
 # --- the conformance suite -----------------------------------------------------------------------
@@ -164,7 +158,7 @@ async def test_the_conformance_suite_passes_through_the_docker_backend(
 async def test_the_memory_limit_kills_a_command_that_allocates_more(profiles: Profiles) -> None:
     client = await profiles.connect(profiles.add("memory", memory_mb=128))
     try:
-        await ok(client, "initialize", binding())
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
         small = await run(client, "b = b'x' * (16 << 20); print('allocated', len(b))")
         assert small["metadata"]["exit_code"] == 0 and "allocated" in small["output"], small
         big = await run(client, "b = b'x' * (300 << 20); print('allocated', len(b))")
@@ -198,7 +192,7 @@ else:
 async def test_network_none_has_only_loopback_and_no_route_out(profiles: Profiles) -> None:
     client = await profiles.connect(profiles.add("network"))
     try:
-        await ok(client, "initialize", binding())
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
         result = await run(client, NO_ROUTE)
         lines = result["output"].splitlines()
         assert lines[:2] == ["interfaces lo", "routes 0"], result
@@ -221,11 +215,19 @@ async def test_a_read_only_host_mount_refuses_writes(profiles: Profiles, tmp_pat
     name = profiles.add("readonly", host_workspace=str(host), mount_read_only=True)
     client = await profiles.connect(name)
     try:
-        await ok(client, "initialize", binding())
-        read = await ok(client, "execute", tool("read_file", path="given.txt"))
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        read = await request_ok(
+            client,
+            "execute",
+            tool_request("read_file", mode="unconfined", path="given.txt"),
+            timeout_s=DEADLINE,
+        )
         assert "from the host" in json.dumps(read), read
         written = await asyncio.wait_for(
-            client.request("execute", tool("write_file", path="new.txt", content="x")), DEADLINE
+            client.request(
+                "execute", tool_request("write_file", mode="unconfined", path="new.txt", content="x")
+            ),
+            DEADLINE,
         )
         refused = "error" in written or written["data"]["is_error"]
         assert refused, f"write_file into the read-only mount succeeded: {written}"
@@ -244,8 +246,13 @@ async def test_a_writable_host_mount_shares_files_with_the_host(profiles: Profil
     host.mkdir()
     client = await profiles.connect(profiles.add("mounted", host_workspace=str(host)))
     try:
-        await ok(client, "initialize", binding())
-        written = await ok(client, "execute", tool("write_file", path="made-inside.txt", content="inside\n"))
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        written = await request_ok(
+            client,
+            "execute",
+            tool_request("write_file", mode="unconfined", path="made-inside.txt", content="inside\n"),
+            timeout_s=DEADLINE,
+        )
         assert not written["is_error"], written
     finally:
         assert (await client.close(DEADLINE)).clean
@@ -260,7 +267,7 @@ async def test_a_writable_host_mount_shares_files_with_the_host(profiles: Profil
 async def test_a_container_without_retention_is_removed_at_shutdown(profiles: Profiles) -> None:
     name = profiles.add("ephemeral")
     client = await profiles.connect(name)
-    await ok(client, "initialize", binding())
+    await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
     assert len(profiles.containers(name)) == 1
     outcome = await client.close(DEADLINE)
     assert outcome.clean, outcome
@@ -270,21 +277,21 @@ async def test_a_container_without_retention_is_removed_at_shutdown(profiles: Pr
 async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: Profiles) -> None:
     name = profiles.add("persistent", persistent=True)
     first = await profiles.connect(name)
-    await ok(first, "initialize", binding())
+    await request_ok(first, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
     start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-docker"}
-    record = await ok(first, "process/start", start)
+    record = await request_ok(first, "process/start", start, timeout_s=DEADLINE)
     assert (await first.close(DEADLINE)).clean
     [container] = profiles.containers(name)
     assert container.status == "running", "a persistent container stays after a clean disconnect"
 
     second = await profiles.connect(name)
     try:
-        await ok(second, "initialize", binding())
-        listed = (await ok(second, "process/list", {}))["processes"]
+        await request_ok(second, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        listed = (await request_ok(second, "process/list", {}, timeout_s=DEADLINE))["processes"]
         assert [(p["id"], p["status"], p["operation_id"]) for p in listed] == [
             (record["id"], "running", "op-docker")
         ]
-        stopped = await ok(second, "process/stop", {"id": record["id"]})
+        stopped = await request_ok(second, "process/stop", {"id": record["id"]}, timeout_s=DEADLINE)
         assert stopped["status"] == "stopped"
     finally:
         assert (await second.close(DEADLINE)).clean
@@ -320,11 +327,18 @@ async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget
     budget_ms = 5000
     name = profiles.add("killed", persistent=persistent, shutdown_timeout_ms=budget_ms)
     client = await profiles.connect(name)
-    await ok(client, "initialize", binding())
-    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "60"])))
-    await asyncio.sleep(1.0)
-    assert not pending.done(), pending
+    await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+    pending = asyncio.create_task(
+        client.request("execute", tool_request("exec_command", mode="unconfined", argv=["sleep", "60"]))
+    )
     [container] = profiles.containers(name)
+    # Mid-request: the worker runs the request's command when it is killed.
+    await until(
+        lambda: any(row[-1] == "sleep 60" for row in container.top()["Processes"]),
+        "the worker to run the command",
+        DEADLINE,
+    )
+    assert not pending.done(), pending
     killed = container.exec_run(["python3", "-c", KILL_WORKER, pattern])
     assert killed.exit_code == 0 and b"killed" in killed.output, killed
     started = time.monotonic()
@@ -346,10 +360,15 @@ async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget
 async def test_the_profile_user_runs_the_worker_and_owns_the_workspace(profiles: Profiles) -> None:
     client = await profiles.connect(profiles.add("user", user="1234:2345"))
     try:
-        await ok(client, "initialize", binding())
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
         ids = await run(client, "import os; print(os.getuid(), os.getgid())")
         assert ids["output"] == "1234 2345\n", ids
-        written = await ok(client, "execute", tool("write_file", path="mine.txt", content="x"))
+        written = await request_ok(
+            client,
+            "execute",
+            tool_request("write_file", mode="unconfined", path="mine.txt", content="x"),
+            timeout_s=DEADLINE,
+        )
         assert not written["is_error"], written
         owner = await run(client, "import os; s = os.stat('/workspace/mine.txt'); print(s.st_uid, s.st_gid)")
         assert owner["output"] == "1234 2345\n", owner

@@ -4,21 +4,35 @@ cannot be served, and the lifecycle rules of spec/schema/config/execution_enviro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import (
+    DEADLINE,
+    NATIVE_WORKER,
+    ROOT,
+    SDK_WORKER,
+    binding,
+    children,
+    code,
+    initialize,
+    ok,
+    tool_request,
+    until,
+)
 from wuu.generated import models, validators
 from wuu.host.backends import environment_for
 from wuu.host.errors import BackendUnavailable, EnvironmentUnavailable, ProfileError
 from wuu.host.profiles import backend_defaults, parse
 from wuu.worker.client import ConnectionLost, WorkerClient
 
-ROOT = Path(__file__).resolve().parents[2]
 SPEC_EXAMPLE = {
     "execution_environments": {
         "default": "isolated",
@@ -35,33 +49,24 @@ SPEC_EXAMPLE = {
         },
     }
 }
-SDK_WORKER = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "sdk_worker.py")]
-NATIVE = [sys.executable, "-m", "wuu.worker"]
-DEADLINE = 20.0
 
 
 def config(tmp_path: Path, **profiles: dict[str, Any]) -> Path:
+    """A configuration file in `tmp_path` holding `profiles` (by name)."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"execution_environments": {"profiles": profiles}}))
     return path
 
 
 def command_profile(argv: list[str], **extra: Any) -> dict[str, Any]:
+    """A `command` profile that runs `argv` as its worker, with `extra` settings."""
     return {"backend": "command", "command": argv, "workspace": "/workspace", **extra}
 
 
 async def adapter(path: Path, profile: str, env: dict[str, str] | None = None) -> WorkerClient:
+    """`wuu-host adapter` serving `profile` of the configuration at `path`, with `env` added to ours."""
     argv = [sys.executable, "-m", "wuu.host", "adapter", "--config", str(path), "--profile", profile]
     return await WorkerClient.spawn(argv, env={**os.environ, **(env or {})})
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "tool": name,
-        "call": {"id": "c1", "arguments": json.dumps(arguments)},
-        "actor": {"kind": "agent", "id": "a1"},
-        "permission_mode": "unconfined",
-    }
 
 
 # --- profiles -----------------------------------------------------------------------------------------
@@ -278,31 +283,27 @@ async def test_startup_with_a_missing_forwarded_variable_is_rejected_before_any_
 
 
 async def test_only_the_named_variables_travel_in_the_binding(tmp_path: Path) -> None:
-    path = config(tmp_path, p=command_profile(NATIVE, forward_env=["WUU_FORWARDED"]))
+    path = config(tmp_path, p=command_profile(NATIVE_WORKER, forward_env=["WUU_FORWARDED"]))
     client = await adapter(path, "p", {"WUU_FORWARDED": "yes", "WUU_NOT_FORWARDED": "no"})
     try:
-        await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
-        reply = await client.request("execute", tool("exec_command", argv=["env"]))
-        output = reply["data"]["output"]
+        await initialize(client, tmp_path / "ws")
+        reply = await client.request("execute", tool_request("exec_command", mode="unconfined", argv=["env"]))
+        output = ok(reply)["output"]
         assert "WUU_FORWARDED=yes" in output and "WUU_NOT_FORWARDED" not in output
-        again = await client.request(
-            "initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"}
-        )
+        again = await client.request("initialize", binding(tmp_path / "ws"))
         assert "data" in again, "an equal re-initialize stays equal after forwarding"
     finally:
         await client.close()
 
 
 async def test_a_protocol_mismatch_stops_before_any_execution(tmp_path: Path) -> None:
-    path = config(tmp_path, p=command_profile(NATIVE))
+    path = config(tmp_path, p=command_profile(NATIVE_WORKER))
     client = await adapter(path, "p")
     try:
-        reply = await client.request(
-            "initialize", {"version": 3, "root": str(tmp_path / "ws"), "session": "s"}
-        )
-        assert reply["error"].startswith("protocol_mismatch")
-        reply = await client.request("execute", tool("write_file", path="x", content="x"))
-        assert reply["error"].startswith("not_initialized")
+        reply = await client.request("initialize", binding(tmp_path / "ws", version=3))
+        assert code(reply) == "protocol_mismatch"
+        write = tool_request("write_file", mode="unconfined", path="x", content="x")
+        assert code(await client.request("execute", write)) == "not_initialized"
         assert not (tmp_path / "ws").exists()
     finally:
         await client.close()
@@ -311,7 +312,7 @@ async def test_a_protocol_mismatch_stops_before_any_execution(tmp_path: Path) ->
 async def test_the_shutdown_budget_bounds_eof_to_exit_and_a_miss_is_reported(tmp_path: Path) -> None:
     path = config(tmp_path, p=command_profile(SDK_WORKER, shutdown_timeout_ms=300))
     client = await adapter(path, "p", {"WUU_TEST_CLOSE_HANGS": "1"})
-    await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
+    await initialize(client, tmp_path / "ws")
     started = asyncio.get_running_loop().time()
     outcome = await client.close(budget=DEADLINE)
     assert asyncio.get_running_loop().time() - started < 5
@@ -320,19 +321,26 @@ async def test_the_shutdown_budget_bounds_eof_to_exit_and_a_miss_is_reported(tmp
 
 
 async def test_a_worker_killed_mid_request_is_a_clear_error_not_a_hang(tmp_path: Path) -> None:
-    path = config(tmp_path, p=command_profile(NATIVE))
+    path = config(tmp_path, p=command_profile(NATIVE_WORKER))
     client = await adapter(path, "p")
-    await client.request("initialize", {"version": 4, "root": str(tmp_path / "ws"), "session": "s"})
-    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "1000"])))
+    await initialize(client, tmp_path / "ws")
+    sleep = tool_request("exec_command", mode="unconfined", argv=["sleep", "1000"])
+    pending = asyncio.create_task(client.request("execute", sleep))
     assert client.process is not None
-    pid = client.process.pid
-    worker = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
-    os.kill(worker, 9)
-    with pytest.raises(ConnectionLost, match="outcome of the call is unknown"):
-        await asyncio.wait_for(pending, DEADLINE)
-    outcome = await client.close(budget=DEADLINE)
-    assert outcome.returncode == 1
-    assert b"the worker exited with status -9" in outcome.stderr
+    worker = children(client.process.pid)[0]
+    # Mid-request: the worker runs the request's command when it is killed.
+    await until(lambda: children(worker), "the worker to run the command")
+    command = children(worker)[0]
+    try:
+        os.kill(worker, signal.SIGKILL)
+        with pytest.raises(ConnectionLost, match="outcome of the call is unknown"):
+            await asyncio.wait_for(pending, DEADLINE)
+        outcome = await client.close(budget=DEADLINE)
+        assert outcome.returncode == 1
+        assert b"the worker exited with status -9" in outcome.stderr
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(command, signal.SIGKILL)  # the killed worker could not end its command
 
 
 def test_the_readmes_profiles_are_valid() -> None:

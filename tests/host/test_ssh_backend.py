@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import binding, request_ok, tool_request, until
 from wuu.conformance.cases import all_cases
 from wuu.conformance.runner import run_all
 from wuu.generated.models import ExecutionProfile
@@ -41,10 +42,14 @@ from wuu.worker.client import ConnectionLost, WorkerClient
 REQUIRED = os.environ.get("WUU_REQUIRE_SSH") == "1"
 SERVICE_DIR = os.environ.get("WUU_SSH_TEST_DIR")
 DEADLINE = 30.0
+"""Seconds a request or a shutdown through the backend may take (more than tests.helpers.DEADLINE: each
+connection logs in over ssh)."""
 IDLE_MARGIN = 20.0
+"""Seconds a worker may take, past its idle timeout, to exit and clean up."""
 
 
 def _problem(reason: str) -> None:
+    """Skip the test for `reason`, or fail it with WUU_REQUIRE_SSH=1."""
     if REQUIRED:
         pytest.fail(f"WUU_REQUIRE_SSH=1, but {reason}")
     pytest.skip(reason)
@@ -62,6 +67,7 @@ class Service:
 
     @property
     def workspace(self) -> Path:
+        """The server's workspace, beneath which every test makes its own."""
         return Path(self.profile["workspace"])
 
 
@@ -120,19 +126,23 @@ class Profiles:
         self.profiles: dict[str, dict[str, Any]] = {}
 
     def add(self, name: str, **settings: Any) -> str:
+        """Add profile `name`: the server's profile with the test's workspace and `settings`; its name."""
         self.profiles[name] = {**self.service.profile, "workspace": str(self.workspace), **settings}
         document = {"execution_environments": {"profiles": self.profiles}}
         self.path.write_text(json.dumps(document), encoding="utf-8")
         return name
 
     def profile(self, name: str) -> Profile[ExecutionProfile]:
+        """Profile `name` as the configuration file gives it."""
         document = json.loads(self.path.read_text(encoding="utf-8"))
         return parse(document, str(self.path)).select(name)
 
     def command(self, name: str) -> list[str]:
+        """The adapter command that serves profile `name`."""
         return [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.path), "--profile", name]
 
     async def connect(self, name: str, conversation: str | None = None) -> WorkerClient:
+        """A client of a fresh adapter serving profile `name` for `conversation` (None: a fresh one)."""
         env = dict(os.environ)
         env.pop("WUU_CONVERSATION", None)
         if conversation is not None:
@@ -140,14 +150,17 @@ class Profiles:
         return await WorkerClient.spawn(self.command(name), env=env)
 
     def subdirectory(self, conversation: str) -> Path:
+        """The conversation's subdirectory on the server: its worker's root."""
         return self.workspace / conversation
 
     def rundir(self, conversation: str) -> Path:
+        """The conversation's worker's own directory (socket, log, locks), beside its root."""
         return self.workspace / f".wuu-{conversation}"
 
 
 @pytest.fixture
 def profiles(service: Service, tmp_path: Path) -> Iterator[Profiles]:
+    """The test's own profiles; its workers are killed and its workspace removed after it."""
     made = Profiles(service, tmp_path)
     yield made
     # The workers of this test's workspace, by their ids (their socket is in it), then the workspace.
@@ -155,26 +168,6 @@ def profiles(service: Service, tmp_path: Path) -> Iterator[Profiles]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     shutil.rmtree(made.workspace, ignore_errors=True)
-
-
-def binding(root: Path | str) -> dict[str, Any]:
-    return {"version": 4, "root": str(root), "session": "ssh-thread"}
-
-
-def tool(name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "tool": name,
-        "call": {"id": "ssh-call", "arguments": json.dumps(arguments)},
-        "actor": {"kind": "agent", "id": "ssh-test"},
-        "permission_mode": "unconfined",
-    }
-
-
-async def ok(client: WorkerClient, method: str, data: dict[str, Any]) -> dict[str, Any]:
-    reply = await asyncio.wait_for(client.request(method, data), DEADLINE)
-    assert "data" in reply, f"{method} failed: {reply}; adapter stderr: {client.stderr!r}"
-    result: dict[str, Any] = reply["data"]
-    return result
 
 
 def processes(*needles: str) -> list[int]:
@@ -193,11 +186,14 @@ def processes(*needles: str) -> list[int]:
     return found
 
 
-async def until(predicate: Any, what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        await asyncio.sleep(0.05)
+def commands_in(directory: Path) -> list[int]:
+    """The pids of the `sleep 60` commands (the tests' requests in flight) whose cwd is `directory`."""
+    found = []
+    for pid in processes("sleep", "60"):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cwd").resolve() == directory:
+                found.append(pid)
+    return found
 
 
 # --- the binding and the profile's settings (no server needed) ----------------------------------------
@@ -333,10 +329,20 @@ async def test_the_subdirectory_is_the_root_and_is_removed_after_the_idle_timeou
     subdirectory, rundir = profiles.subdirectory(conversation), profiles.rundir(conversation)
     client = await profiles.connect(name, conversation)
     try:
-        await ok(client, "initialize", binding(profiles.workspace))
-        written = await ok(client, "execute", tool("write_file", path="made.txt", content="x"))
+        await request_ok(client, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+        written = await request_ok(
+            client,
+            "execute",
+            tool_request("write_file", mode="unconfined", path="made.txt", content="x"),
+            timeout_s=DEADLINE,
+        )
         assert not written["is_error"], written
-        where = await ok(client, "execute", tool("exec_command", argv=["sh", "-c", "pwd; id -un"]))
+        where = await request_ok(
+            client,
+            "execute",
+            tool_request("exec_command", mode="unconfined", argv=["sh", "-c", "pwd; id -un"]),
+            timeout_s=DEADLINE,
+        )
         assert where["output"].splitlines() == [str(subdirectory), profiles.service.user], where
     finally:
         outcome = await client.close(DEADLINE)
@@ -361,8 +367,13 @@ async def test_a_persistent_workspace_outlives_its_worker(profiles: Profiles) ->
     subdirectory, rundir = profiles.subdirectory(conversation), profiles.rundir(conversation)
     client = await profiles.connect(name, conversation)
     try:
-        await ok(client, "initialize", binding(profiles.workspace))
-        await ok(client, "execute", tool("write_file", path="kept.txt", content="still here"))
+        await request_ok(client, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+        await request_ok(
+            client,
+            "execute",
+            tool_request("write_file", mode="unconfined", path="kept.txt", content="still here"),
+            timeout_s=DEADLINE,
+        )
     finally:
         assert (await client.close(DEADLINE)).clean
     sock = str(rundir / "worker.sock")
@@ -372,14 +383,27 @@ async def test_a_persistent_workspace_outlives_its_worker(profiles: Profiles) ->
         "the worker's exit after its idle timeout",
         lifetime + IDLE_MARGIN,
     )
-    await asyncio.sleep(0.5)  # a non-persistent worker's directories would be removed by now
+    # Once the worker has exited, its launcher removes a non-persistent worker's directories, then ends.
+    await until(
+        lambda: not processes("wuu-worker-daemon", str(rundir)), "the worker's launcher to end", DEADLINE
+    )
     assert (subdirectory / "kept.txt").read_text(encoding="utf-8") == "still here"
 
     # A later connection that requires the retained workspace binds the same subdirectory (a new worker).
     again = await profiles.connect(name, conversation)
     try:
-        await ok(again, "initialize", {**binding(profiles.workspace), "require_existing_workspace": True})
-        read = await ok(again, "execute", tool("read_file", path="kept.txt"))
+        await request_ok(
+            again,
+            "initialize",
+            {**binding(profiles.workspace), "require_existing_workspace": True},
+            timeout_s=DEADLINE,
+        )
+        read = await request_ok(
+            again,
+            "execute",
+            tool_request("read_file", mode="unconfined", path="kept.txt"),
+            timeout_s=DEADLINE,
+        )
         assert "still here" in read["output"], read
     finally:
         assert (await again.close(DEADLINE)).clean
@@ -402,27 +426,31 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
     name = profiles.add("persistent", persistent=True, lifetime_seconds=lifetime)
     conversation = f"p-{uuid.uuid4().hex[:8]}"
     first = await profiles.connect(name, conversation)
-    await ok(first, "initialize", binding(profiles.workspace))
+    await request_ok(first, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
     start = {
         "argv": ["sh", "-c", "echo started; exec sleep 300"],
         "permission_mode": "unconfined",
         "operation_id": "op-ssh",
     }
-    record = await ok(first, "process/start", start)
+    record = await request_ok(first, "process/start", start, timeout_s=DEADLINE)
     assert (await first.close(DEADLINE)).clean
     sock = str(profiles.rundir(conversation) / "worker.sock")
     [worker] = processes(sock, "serve")
 
     second = await profiles.connect(name, conversation)
     try:
-        await ok(second, "initialize", binding(profiles.workspace))
-        listed = (await ok(second, "process/list", {}))["processes"]
+        await request_ok(second, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+        listed = (await request_ok(second, "process/list", {}, timeout_s=DEADLINE))["processes"]
         assert [(p["id"], p["status"], p["operation_id"]) for p in listed] == [
             (record["id"], "running", "op-ssh")
         ]
-        output = await ok(second, "process/read", {"Process": record["id"], "Wait": 5_000_000_000})
+        output = await request_ok(
+            second, "process/read", {"Process": record["id"], "Wait": 5_000_000_000}, timeout_s=DEADLINE
+        )
         assert "started" in json.dumps(output), output
-        assert (await ok(second, "process/stop", {"id": record["id"]}))["status"] == "stopped"
+        assert (await request_ok(second, "process/stop", {"id": record["id"]}, timeout_s=DEADLINE))[
+            "status"
+        ] == "stopped"
     finally:
         assert (await second.close(DEADLINE)).clean
     assert processes(sock, "serve") == [worker], "the same worker served both connections"
@@ -438,11 +466,15 @@ async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget
     budget_ms = 5000
     name = profiles.add("killed", shutdown_timeout_ms=budget_ms, lifetime_seconds=30)
     conversation = f"x-{uuid.uuid4().hex[:8]}"
+    subdirectory = profiles.subdirectory(conversation)
     sock = str(profiles.rundir(conversation) / "worker.sock")
     client = await profiles.connect(name, conversation)
-    await ok(client, "initialize", binding(profiles.workspace))
-    pending = asyncio.create_task(client.request("execute", tool("exec_command", argv=["sleep", "60"])))
-    await asyncio.sleep(1.0)
+    await request_ok(client, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+    pending = asyncio.create_task(
+        client.request("execute", tool_request("exec_command", mode="unconfined", argv=["sleep", "60"]))
+    )
+    # Mid-request: the worker runs the request's command when it is killed.
+    await until(lambda: commands_in(subdirectory), "the worker to run the command", DEADLINE)
     assert not pending.done(), pending
     [pid] = processes(sock, target)
     os.kill(pid, signal.SIGKILL)
@@ -463,16 +495,15 @@ async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget
     else:
         # The relay saw its worker go and ended cleanly; the killed worker's directories are kept.
         assert outcome.returncode == 0, outcome
-        assert profiles.subdirectory(conversation).is_dir()
-    # The command the killed worker left behind is ours to end (its cwd is the conversation's root).
-    for pid in processes("sleep", "60"):
-        with contextlib.suppress(OSError):
-            if Path(f"/proc/{pid}/cwd").resolve() == profiles.subdirectory(conversation):
-                os.kill(pid, signal.SIGKILL)
+        assert subdirectory.is_dir()
+    # The command the killed worker left behind is ours to end.
+    for pid in commands_in(subdirectory):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     # A next connection gets a new worker in place of the dead one.
     again = await profiles.connect(name, conversation)
     try:
-        await ok(again, "initialize", binding(profiles.workspace))
-        assert (await ok(again, "process/list", {}))["processes"] == []
+        await request_ok(again, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+        assert (await request_ok(again, "process/list", {}, timeout_s=DEADLINE))["processes"] == []
     finally:
         assert (await again.close(DEADLINE)).clean

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DEADLINE, SDK_WORKER, Spawner, binding, initialize, tool_request
+from tests.helpers import DEADLINE, SDK_WORKER, Spawner, binding, initialize, tool_request, until
 from wuu.worker.client import ConnectionLost
 
 
@@ -20,7 +20,7 @@ async def test_a_worker_killed_mid_request_fails_the_call_as_unknown(
     worker = await spawn_client(SDK_WORKER)
     await initialize(worker, tmp_path / "ws")
     pending = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
-    await worker.request("execute", tool_request("echo", text="the sleep is running"))
+    await until((tmp_path / "ws" / "sleeping").exists, "the sleep handler to start")
     assert worker.process is not None
     worker.process.kill()
     with pytest.raises(ConnectionLost, match="the outcome of the call is unknown"):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from tests.helpers import suspended, until
 from wuu.worker.native.output import OutputBuffer
 
 
@@ -45,14 +46,14 @@ async def test_buffer_waits_are_cancellable() -> None:
     buffer = OutputBuffer(retain_bytes=100)
     assert not await buffer.wait_total(1, 0.05)
     waiters = [asyncio.create_task(buffer.wait_total(3, None)) for _ in range(2)]
-    await asyncio.sleep(0.01)
+    await until(lambda: suspended(*waiters), "both waiters to wait")
     waiters[0].cancel()
     buffer.append(b"ab")
     buffer.append(b"c")
     assert await asyncio.wait_for(waiters[1], 5)
     assert waiters[0].cancelled()
     late = asyncio.create_task(buffer.wait_total(100, None))
-    await asyncio.sleep(0.01)
+    await until(lambda: suspended(late), "the late waiter to wait")
     buffer.close()
     assert await asyncio.wait_for(late, 5)
     with pytest.raises(ValueError):

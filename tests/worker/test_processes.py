@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import (
+    DEADLINE,
     MINIMAL_ENV,
     READ_RESULT_KEYS,
     RFC3339,
@@ -23,6 +24,7 @@ from tests.helpers import (
     STUBBORN_TREE,
     alive,
     assert_gone,
+    suspended,
     until,
 )
 from wuu.generated.models import (
@@ -311,7 +313,7 @@ async def test_cancelled_read_leaves_the_registry_usable(worker: Worker) -> None
     process = await worker.start("sh", "-c", "read line; echo got $line; sleep 30", stdin=True)
     waiting = asyncio.create_task(worker.read(process.id, Wait=30 * SECOND_NS))
     other = asyncio.create_task(worker.read(process.id, Wait=30 * SECOND_NS))
-    await asyncio.sleep(0.1)
+    await until(lambda: suspended(waiting, other), "both reads to wait for output")
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
@@ -385,10 +387,17 @@ async def test_stop_with_term_that_is_honoured(worker: Worker) -> None:
 
 
 async def test_cancelled_stop_still_finishes(worker: Worker) -> None:
-    process = await worker.start(*STUBBORN_TREE)
-    grandchild = int(await worker.first_line(process.id))
-    stopping = asyncio.create_task(worker.registry.stop(process.id, ProcessSignal.TERM, 200))
-    await asyncio.sleep(0.05)
+    # A tree that outlives TERM, as STUBBORN_TREE does, but whose shell says when TERM has come: it prints
+    # the grandchild's pid, then `term` once the stop has begun.
+    tree = "trap 'echo term' TERM; (trap '' TERM; exec sleep 1000) & echo $!; wait; wait"
+    process = await worker.start("sh", "-c", tree)
+    first = await worker.first_line(process.id)
+    grandchild = int(first)
+    stopping = asyncio.create_task(worker.registry.stop(process.id, ProcessSignal.TERM, 2000))
+    heard = await worker.read(process.id, OffsetBytes=len(first) + 1, Wait=int(DEADLINE * SECOND_NS))
+    assert base64.b64decode(heard.output) == b"term\n", heard
+    # The cancel comes during the grace, between TERM and KILL.
+    assert not stopping.done(), "the stop ended within its grace"
     stopping.cancel()
     with pytest.raises(asyncio.CancelledError):
         await stopping

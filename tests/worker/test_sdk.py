@@ -194,7 +194,7 @@ async def test_a_handler_that_finishes_anyway_delivers_its_result_after_cancel(
 async def test_cancelling_the_caller_sends_cancel(worker: WorkerClient, tmp_path: Path) -> None:
     await initialize(worker, tmp_path / "ws")
     call = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
-    await asyncio.sleep(0.1)
+    await until((tmp_path / "ws" / "sleeping").exists, "the sleep handler to start")
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
@@ -251,7 +251,7 @@ async def test_callbacks_reach_the_host_while_the_parent_is_live(
 async def test_eof_cancels_handlers_runs_cleanup_and_exits(worker: WorkerClient, tmp_path: Path) -> None:
     await initialize(worker, tmp_path / "ws")
     pending = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
-    await asyncio.sleep(0.1)
+    await until((tmp_path / "ws" / "sleeping").exists, "the sleep handler to start")
     outcome = await worker.close(budget=DEADLINE)
     assert outcome.clean
     assert (tmp_path / "ws" / "closed").read_text() == "closed"
@@ -278,7 +278,7 @@ async def test_a_malformed_frame_gets_no_reply_and_ends_the_connection(
     client = await spawn_client(SDK_WORKER, env={"WUU_TEST_MARKER": str(marker), "PATH": "/usr/bin:/bin"})
     await initialize(client, tmp_path / "ws")
     pending = asyncio.create_task(client.request("execute", tool_request("sleep", ms=60_000)))
-    await asyncio.sleep(0.1)
+    await until((tmp_path / "ws" / "sleeping").exists, "the sleep handler to start")
     await client.send_bytes(payload)
     assert await wait_exit(client) == 0
     assert marker.read_text() == "closed"

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import DEADLINE
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.backends.base import Environment
 from wuu.worker.framing import reader_limit
 from wuu.worker.relay import InitializeRewrite, Relay
 
-DEADLINE = 10.0
 Streams = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
@@ -50,7 +50,8 @@ class Ends:
 
 
 @pytest.fixture
-async def relayed(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+async def relayed() -> AsyncIterator[Any]:
+    """Start relays (with an optional initialize rewrite) between fresh ends; all are ended after the test."""
     started: list[Ends] = []
 
     async def start(rewrite: InitializeRewrite | None = None) -> Ends:
@@ -81,10 +82,12 @@ class Subdirectory(Environment):
 
 
 def frame(method: str, data: Any, id: str = "1") -> bytes:
+    """A request frame, encoded with its newline."""
     return json.dumps({"id": id, "method": method, "token": "t", "data": data}).encode() + b"\n"
 
 
 def initialize(root: str, **extra: Any) -> bytes:
+    """An encoded `initialize` request binding `root`, plus `extra` fields."""
     return frame("initialize", {"version": 4, "root": root, "session": "s", **extra})
 
 
