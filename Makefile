@@ -33,7 +33,7 @@ lint: $(READY) typecheck breaking
 	$(PY) -m tools.speclint
 	cd spec/proto && ../../$(VENV)/bin/buf lint
 	$(PY) -m tools.parity
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --no-logo
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check tools tests $(filter-out generated,$(PACKAGES))
 
@@ -68,4 +68,4 @@ docker-image: $(READY)
 	PYTHON=$(PY) tools/docker/build-image.sh
 
 clean:
-	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache build *.egg-info

@@ -83,7 +83,9 @@ async def detached_processes(s: Session) -> None:
     seen = await read_until(s, ticker["id"], 3)
     more = await read_until(s, ticker["id"], 3, offset=len(seen))
     # At least 3 more bytes (a busy machine may have let more pile up before the read).
-    s.expect(more == b"x" * len(more), f"the process wrote {more!r} after its start request had been answered")
+    s.expect(
+        more == b"x" * len(more), f"the process wrote {more!r} after its start request had been answered"
+    )
     listed = {record["id"]: record for record in (await s.ok("process/list", {}))["processes"]}
     for record in (ticker, silent):
         s.expect(
