@@ -16,10 +16,12 @@ import os
 import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from wuu.conformance.cases import all_cases
+from wuu.conformance.runner import run_all
 from wuu.generated import validators
 from wuu.worker.client import WorkerClient
 from wuu.worker.errors import split_error
@@ -282,3 +284,15 @@ def check_record(record: dict[str, Any]) -> None:
     else:
         assert RFC3339.match(record["ended_at"]), record["ended_at"]
         assert isinstance(record["duration_ns"], int) and record["duration_ns"] >= 0
+
+
+async def passes_every_case(command: Sequence[str], what: str, timeout: float) -> float:
+    """Run every conformance case against `command` (two at a time, `timeout` per reply); fail naming each
+    failed case and why. Returns the seconds the suite took. `what` says what was checked ("through ssh")."""
+    started = time.monotonic()
+    results = await run_all(list(all_cases().values()), command, jobs=2, timeout=timeout)
+    elapsed = time.monotonic() - started
+    failures = [result for result in results if result.counts_as_failure]
+    report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)
+    assert not failures, f"{len(failures)} of {len(results)} cases failed {what}:\n{report}"
+    return elapsed

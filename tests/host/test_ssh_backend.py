@@ -30,9 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import binding, request_ok, tool_request, until
-from wuu.conformance.cases import all_cases
-from wuu.conformance.runner import run_all
+from tests.helpers import binding, passes_every_case, request_ok, tool_request, until
 from wuu.generated.models import ExecutionProfile
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.errors import BackendUnavailable, ProfileError, SshUnavailable
@@ -268,15 +266,8 @@ async def test_the_conformance_suite_passes_through_the_ssh_backend(
     monkeypatch.setattr(tempfile, "tempdir", str(service.host_only))
     # Every case is a conversation of its own (the backend makes a fresh id for each connection).
     monkeypatch.delenv("WUU_CONVERSATION", raising=False)
-    cases = list(all_cases().values())
-    started = time.monotonic()
-    results = await run_all(cases, profiles.command(name), jobs=2, timeout=30)
-    elapsed = time.monotonic() - started
+    elapsed = await passes_every_case(profiles.command(name), "through ssh", timeout=30)
     record_property("ssh_conformance_seconds", round(elapsed, 1))
-    print(f"\nconformance through ssh: {len(results)} cases in {elapsed:.1f} s")
-    failures = [result for result in results if result.counts_as_failure]
-    report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)
-    assert not failures, f"{len(failures)} of {len(results)} cases failed through ssh:\n{report}"
     # Every case's conversation had its subdirectory, removed once its worker's idle timeout passed.
     await until(
         lambda: not any(profiles.workspace.iterdir()),
