@@ -101,7 +101,7 @@ class Peer:
         if reading.done():
             reason = reading.result()
         else:  # the output failed: the connection ends even while input is blocked
-            reason = f"writing to {self._remote} failed{self._output_error}"
+            reason = self._output_lost()
             reading.cancel()
         output.cancel()
         await asyncio.gather(reading, output, return_exceptions=True)
