@@ -85,6 +85,8 @@ class Peer:
         self._outgoing: asyncio.Queue[tuple[bytes, asyncio.Future[None] | None] | None] = asyncio.Queue()
         self._output_closed = output_closed or asyncio.Event()
         self._output_error = ""
+        # True while the writer task has nothing queued: a frame can then be written without it.
+        self._idle = True
         self._writing = asyncio.create_task(self._write_loop())
 
     # --- input ---------------------------------------------------------------------------------
@@ -183,13 +185,38 @@ class Peer:
                 written.set_exception(ConnectionLost(self._output_lost()))
             return
         self.transcript.sent(data)
+        if (
+            written is None
+            and self._idle
+            and not self._writer.is_closing()
+            and self._writer.transport.get_write_buffer_size() == 0
+        ):
+            # Nothing is queued and the transport has nothing buffered: write at once, without a hop
+            # through the writer task (such hops are most of a small request's round trip).
+            try:
+                self._writer.write(data)
+            except (ConnectionError, RuntimeError) as error:
+                self._fail_output(error)
+            return
+        self._idle = False
         self._outgoing.put_nowait((data, written))
 
     def _output_lost(self) -> str:
         return f"writing to {self._remote} failed{self._output_error}"
 
+    def _fail_output(self, error: BaseException) -> None:
+        if not self._output_closed.is_set():
+            self._output_error = f": {error}"
+            log.warning("%s", self._output_lost())
+            self._output_closed.set()
+
     async def _write_loop(self) -> None:
-        while (item := await self._outgoing.get()) is not None:
+        while True:
+            if self._outgoing.empty():
+                self._idle = True
+            item = await self._outgoing.get()
+            if item is None:
+                break
             data, written = item
             del item
             try:
@@ -198,10 +225,7 @@ class Peer:
                 self._writer.write(data)
                 await self._writer.drain()
             except (OutputClosed, ConnectionError, RuntimeError) as error:
-                if not self._output_closed.is_set():
-                    self._output_error = f": {error}"
-                    log.warning("%s", self._output_lost())
-                    self._output_closed.set()
+                self._fail_output(error)
                 if written is not None and not written.done():
                     written.set_exception(ConnectionLost(self._output_lost()))
             else:
@@ -212,6 +236,7 @@ class Peer:
 
     def end_output(self) -> None:
         """Close the output once every queued frame is written (the other end then sees EOF)."""
+        self._idle = False
         self._outgoing.put_nowait(None)
 
     async def wait_output_closed(self) -> None:
