@@ -19,6 +19,7 @@ from wuu.generated.catalog import WORKER_MAX_ID_BYTES
 from wuu.generated.models import ErrorCode
 
 from .framing import Frame, FrameTooLarge, Framing, MalformedFrame, OutputClosed
+from .outbox import Outbox
 from .transcript import Transcript
 
 log = logging.getLogger("wuu.worker.peer")
@@ -68,26 +69,25 @@ class Peer:
         ignore_unknown_replies: bool = False,
         transcript: Transcript | None = None,
         output_closed: asyncio.Event | None = None,
+        framing: Framing | None = None,
+        id_problem: Callable[[object], str | None] = frame_id_problem,
     ) -> None:
         """`remote` names the other end in messages ("the worker"); `output_closed` may be set from outside
-        when the output is known to be gone (a pipe's reader went away while nothing was being written)."""
-        self.framing = Framing()
+        when the output is known to be gone (a pipe's reader went away while nothing was being written).
+        `framing` and `id_problem` are the worker protocol's unless a protocol on the same core (the
+        user-host RPC's client) gives its own frame limit and id rule."""
+        self.framing = framing or Framing()
         self.transcript = transcript or Transcript(enabled=False)
         self.lost: str | None = None
         """Why the connection ended; None while it is open."""
         self._reader = reader
-        self._writer = writer
         self._endpoint = endpoint
         self._remote = remote
         self._ids = (f"{id_prefix}{n}" for n in itertools.count(1))
         self._ignore_unknown_replies = ignore_unknown_replies
-        self._pending: dict[str, asyncio.Future[Frame]] = {}
-        self._outgoing: asyncio.Queue[tuple[bytes, asyncio.Future[None] | None] | None] = asyncio.Queue()
-        self._output_closed = output_closed or asyncio.Event()
-        self._output_error = ""
-        # True while the writer task has nothing queued: a frame can then be written without it.
-        self._idle = True
-        self._writing = asyncio.create_task(self._write_loop())
+        self._id_problem = id_problem
+        self._pending: dict[object, asyncio.Future[Frame]] = {}
+        self._outbox = Outbox(writer, remote=remote, closed=output_closed, sent=self.transcript.sent)
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -98,12 +98,12 @@ class Peer:
         fails with ConnectionLost. The output stays open for what the caller still has to send.
         """
         reading = asyncio.create_task(self._read_loop())
-        output = asyncio.create_task(self._output_closed.wait())
+        output = asyncio.create_task(self._outbox.closed.wait())
         await asyncio.wait({reading, output}, return_when=asyncio.FIRST_COMPLETED)
         if reading.done():
             reason = reading.result()
         else:  # the output failed: the connection ends even while input is blocked
-            reason = self._output_lost()
+            reason = self._outbox.reason
             reading.cancel()
         output.cancel()
         await asyncio.gather(reading, output, return_exceptions=True)
@@ -134,11 +134,12 @@ class Peer:
         if "id" not in frame and method is not None:
             return self._endpoint.on_notification(method, frame)
         frame_id = frame.get("id")
-        problem = frame_id_problem(frame_id)
+        problem = self._id_problem(frame_id)
         if problem is not None:
             return problem
-        assert isinstance(frame_id, str)
         if method is not None:
+            if not isinstance(frame_id, str):
+                return "a request's id is not a string"
             return self._endpoint.on_request(frame_id, method, frame)
         waiter = self._pending.pop(frame_id, None)
         if waiter is None or waiter.done():
@@ -168,85 +169,29 @@ class Peer:
             data = self.framing.encode(
                 {"id": frame["id"], "error": f"{ErrorCode.REPLY_TOO_LARGE.value}: {error}"}
             )
-        self._queue(data, None)
+        self._outbox.put(data)
 
     async def send_bytes(self, data: bytes) -> None:
         """Write bytes as they are (a test's hand-made frame) and wait until they are written.
 
         ConnectionLost if the output has failed or fails meanwhile.
         """
-        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue(data, written)
-        await written
-
-    def _queue(self, data: bytes, written: asyncio.Future[None] | None) -> None:
-        if self._output_closed.is_set():
-            if written is not None:
-                written.set_exception(ConnectionLost(self._output_lost()))
-            return
-        self.transcript.sent(data)
-        if (
-            written is None
-            and self._idle
-            and not self._writer.is_closing()
-            and self._writer.transport.get_write_buffer_size() == 0
-        ):
-            # Nothing is queued and the transport has nothing buffered: write at once, without a hop
-            # through the writer task (such hops are most of a small request's round trip).
-            try:
-                self._writer.write(data)
-            except (ConnectionError, RuntimeError) as error:
-                self._fail_output(error)
-            return
-        self._idle = False
-        self._outgoing.put_nowait((data, written))
-
-    def _output_lost(self) -> str:
-        return f"writing to {self._remote} failed{self._output_error}"
-
-    def _fail_output(self, error: BaseException) -> None:
-        if not self._output_closed.is_set():
-            self._output_error = f": {error}"
-            log.warning("%s", self._output_lost())
-            self._output_closed.set()
-
-    async def _write_loop(self) -> None:
-        while True:
-            if self._outgoing.empty():
-                self._idle = True
-            item = await self._outgoing.get()
-            if item is None:
-                break
-            data, written = item
-            del item
-            try:
-                if self._output_closed.is_set() or self._writer.is_closing():
-                    raise OutputClosed("the output is closed")
-                self._writer.write(data)
-                await self._writer.drain()
-            except (OutputClosed, ConnectionError, RuntimeError) as error:
-                self._fail_output(error)
-                if written is not None and not written.done():
-                    written.set_exception(ConnectionLost(self._output_lost()))
-            else:
-                if written is not None and not written.done():
-                    written.set_result(None)
-            del data  # a written frame (up to 16 MiB) must not live on until the next one arrives
-        self._writer.close()
+        try:
+            await self._outbox.put_and_wait(data)
+        except OutputClosed as error:
+            raise ConnectionLost(str(error)) from None
 
     def end_output(self) -> None:
         """Close the output once every queued frame is written (the other end then sees EOF)."""
-        self._idle = False
-        self._outgoing.put_nowait(None)
+        self._outbox.end()
 
     async def wait_output_closed(self) -> None:
         """Wait until `end_output` has written everything queued and closed the output."""
-        await asyncio.wait({self._writing})
+        await self._outbox.wait_closed()
 
     def abort_output(self) -> None:
         """Close the output now, dropping whatever is still queued."""
-        self._writing.cancel()
-        self._writer.close()
+        self._outbox.abort()
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -254,7 +199,7 @@ class Peer:
         """A request id not used before on this connection."""
         return next(self._ids)
 
-    def expect_reply(self, frame_id: str) -> asyncio.Future[Frame]:
+    def expect_reply(self, frame_id: object) -> asyncio.Future[Frame]:
         """A future for the reply to `frame_id`, for a request sent by hand (`send` or `send_bytes`)."""
         if self.lost is not None:
             raise ConnectionLost(self.lost)
@@ -263,7 +208,7 @@ class Peer:
         waiter.add_done_callback(self._forget(frame_id))
         return waiter
 
-    def in_flight(self, frame_id: str) -> bool:
+    def in_flight(self, frame_id: object) -> bool:
         """Whether a request sent with this id still awaits its reply."""
         return frame_id in self._pending
 
@@ -277,7 +222,7 @@ class Peer:
             raise
         return waiter
 
-    def _forget(self, frame_id: str) -> Callable[[asyncio.Future[Frame]], None]:
+    def _forget(self, frame_id: object) -> Callable[[asyncio.Future[Frame]], None]:
         def done(waiter: asyncio.Future[Frame]) -> None:
             if self._pending.get(frame_id) is waiter:
                 del self._pending[frame_id]
