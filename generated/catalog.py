@@ -118,6 +118,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="The first request on every connection: negotiates the protocol version and reports the host's immutable user-space/product-domain binding, its declared isolation and the composition graph captured for this connection.",
+        user_input=False,
     ),
     "plugin/client/request": MethodSpec(
         method="plugin/client/request",
@@ -128,6 +129,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Calls a client method of a plugin in the connection's captured graph, optionally with the host-owned `user_input` envelope.",
+        user_input=False,
     ),
     "plugin/client/cancel": MethodSpec(
         method="plugin/client/cancel",
@@ -138,6 +140,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Cancels a `plugin/client/request` in flight on the same connection; answered at once.",
+        user_input=False,
     ),
     "user_question/answer": MethodSpec(
         method="user_question/answer",
@@ -148,6 +151,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Answers a waiting-user question; the answer updates the original task.",
+        user_input=False,
     ),
     "user_question/dismiss": MethodSpec(
         method="user_question/dismiss",
@@ -158,6 +162,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Declines to answer a waiting-user question; the original task is told it was dismissed.",
+        user_input=False,
     ),
     "push/register": MethodSpec(
         method="push/register",
@@ -168,6 +173,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Registers the transport's authenticated device for push with a provider token.",
+        user_input=False,
     ),
     "push/unregister": MethodSpec(
         method="push/unregister",
@@ -178,6 +184,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Removes a push registration of the transport's authenticated device.",
+        user_input=False,
     ),
     "shutdown": MethodSpec(
         method="shutdown",
@@ -188,6 +195,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Detaches this client and closes its transport; the host and admitted work continue.",
+        user_input=False,
     ),
     "plugin/client/invalidate": MethodSpec(
         method="plugin/client/invalidate",
@@ -198,6 +206,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="A content-free notice that durable plugin state (reactions) changed; the client rereads it.",
+        user_input=False,
     ),
     "agents.main_session": MethodSpec(
         method="agents.main_session",
@@ -208,6 +217,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): returns the session ID of the user space's persistent main conversation.",
+        user_input=False,
     ),
     "agents.send": MethodSpec(
         method="agents.send",
@@ -218,6 +228,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): submits the call's `user_input` to the main conversation and returns its durable input receipt.",
+        user_input=True,
     ),
     "agents.receipts": MethodSpec(
         method="agents.receipts",
@@ -228,6 +239,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): reads input receipts of the main conversation by client input ID.",
+        user_input=False,
     ),
     "agents.react": MethodSpec(
         method="agents.react",
@@ -238,6 +250,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): sets or clears the owner's emoji reaction on a saved assistant message, revision-checked and idempotent by `request_id`.",
+        user_input=False,
     ),
     "agents.reactions": MethodSpec(
         method="agents.reactions",
@@ -248,6 +261,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): rereads the current reactions of up to 100 messages.",
+        user_input=False,
     ),
     "agents.history.search": MethodSpec(
         method="agents.history.search",
@@ -258,6 +272,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): searches the visible user and assistant text of the main conversation, with optional time bounds applied before pagination.",
+        user_input=False,
     ),
     "host.session.attachment.read": MethodSpec(
         method="host.session.attachment.read",
@@ -268,6 +283,7 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): reads a bounded base64 chunk of an owned persisted attachment, with offsets in base64 characters and the final digest on the last chunk.",
+        user_input=False,
     ),
 }
 """Every method of the userhost protocol, by wire name, in catalog order."""
@@ -310,6 +326,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Bind the connection to a workspace and pin the token.",
+        user_input=False,
     ),
     "cancel": MethodSpec(
         method="cancel",
@@ -320,6 +337,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Cancel an in-flight request; answered at once.",
+        user_input=False,
     ),
     "execute": MethodSpec(
         method="execute",
@@ -330,6 +348,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Run one workspace tool.",
+        user_input=False,
     ),
     "process/start": MethodSpec(
         method="process/start",
@@ -340,6 +359,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability="process.start.v1",
         description="Start a background process.",
+        user_input=False,
     ),
     "process/list": MethodSpec(
         method="process/list",
@@ -350,6 +370,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="List the session's processes.",
+        user_input=False,
     ),
     "process/get": MethodSpec(
         method="process/get",
@@ -360,6 +381,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Get one process's record.",
+        user_input=False,
     ),
     "process/read": MethodSpec(
         method="process/read",
@@ -370,6 +392,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Read a process's combined output from an offset, long-polling for new bytes.",
+        user_input=False,
     ),
     "process/stop": MethodSpec(
         method="process/stop",
@@ -380,6 +403,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="Stop a process and its whole tree.",
+        user_input=False,
     ),
     "process/write": MethodSpec(
         method="process/write",
@@ -390,6 +414,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Write to a process's stdin.",
+        user_input=False,
     ),
     "export/open": MethodSpec(
         method="export/open",
@@ -400,6 +425,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Snapshot a file for export.",
+        user_input=False,
     ),
     "export/read": MethodSpec(
         method="export/read",
@@ -410,6 +436,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Read a chunk of a snapshot.",
+        user_input=False,
     ),
     "export/close": MethodSpec(
         method="export/close",
@@ -420,6 +447,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Release a snapshot.",
+        user_input=False,
     ),
     "run_code": MethodSpec(
         method="run_code",
@@ -430,6 +458,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Run a program that may call tools back through the host.",
+        user_input=False,
     ),
     "process/event": MethodSpec(
         method="process/event",
@@ -440,6 +469,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=False,
         capability=None,
         description="A process started or ended.",
+        user_input=False,
     ),
     "tool/invoke": MethodSpec(
         method="tool/invoke",
@@ -450,6 +480,7 @@ WORKER_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="A `run_code` callback: run a tool on behalf of the live parent request.",
+        user_input=False,
     ),
 }
 """Every method of the worker protocol, by wire name, in catalog order."""

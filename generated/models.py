@@ -3874,6 +3874,10 @@ class MethodEntry(WireModel):
     """
     The capability whose grant the method's full contract depends on, or null.
     """
+    user_input: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    For a `plugin_request` method: true when it takes the host-owned `user_input` envelope. `plugin/client/request` requires `user_input` for such a method and rejects it for every other one, both with `invalid_params`. Absent means false.
+    """
     description: Annotated[str, Field(min_length=1)]
     """
     What the method does.

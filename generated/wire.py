@@ -142,6 +142,8 @@ class MethodSpec:
     optional: bool
     capability: str | None
     description: str
+    user_input: bool = False
+    """A plugin method that takes the host-owned `user_input` envelope."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,7 +242,8 @@ def generate_catalog(out: Path) -> None:
                 f"    {entry['method']!r}: MethodSpec(method={entry['method']!r}, "
                 f"direction={entry['direction']!r}, kind={entry['kind']!r}, params={entry['params']}, "
                 f"result={entry['result'] or 'None'}, optional={entry['optional']!r}, "
-                f"capability={entry['capability']!r}, description={entry['description']!r}),\n"
+                f"capability={entry['capability']!r}, description={entry['description']!r}, "
+                f"user_input={entry.get('user_input', False)!r}),\n"
             )
         body.append("}\n")
         body.append(f'"""Every method of the {protocol} protocol, by wire name, in catalog order."""\n')

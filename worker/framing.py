@@ -31,6 +31,15 @@ class MalformedFrame(Exception):
         self.data = data
 
 
+class FrameOverLimit(MalformedFrame):
+    """An incoming line is over the frame limit. `rest_unread` is True when the rest of it, through its
+    newline, is still in the stream (`skip_line` discards it without holding it in memory)."""
+
+    def __init__(self, message: str, rest_unread: bool) -> None:
+        super().__init__(message)
+        self.rest_unread = rest_unread
+
+
 class FrameTooLarge(Exception):
     """An outgoing frame would exceed the size limit."""
 
@@ -94,10 +103,24 @@ class Framing:
                 ) from None
             return None
         except asyncio.LimitOverrunError:
-            raise MalformedFrame(f"frame over the limit of {self.limit} bytes") from None
+            raise FrameOverLimit(f"frame over the limit of {self.limit} bytes", rest_unread=True) from None
         if len(line) > self.limit:
-            raise MalformedFrame(f"frame of {len(line)} bytes is over the limit of {self.limit}")
+            raise FrameOverLimit(
+                f"frame of {len(line)} bytes is over the limit of {self.limit}", rest_unread=False
+            )
         return line
+
+    @staticmethod
+    async def skip_line(reader: asyncio.StreamReader) -> None:
+        """Discard the stream through its next newline (or to its end), a buffer's worth at a time."""
+        while True:
+            try:
+                await reader.readuntil(NEWLINE)
+                return
+            except asyncio.LimitOverrunError as error:
+                await reader.readexactly(error.consumed)
+            except asyncio.IncompleteReadError:
+                return
 
     def decode(self, line: bytes) -> Frame:
         """One line as a frame object; MalformedFrame when it is not a JSON object."""

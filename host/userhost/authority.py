@@ -1,0 +1,280 @@
+"""The user host's execution authority: one binding for the process's life, its composition graph, the
+clients attached to it and the work they admitted (spec/schema/userhost/initialize.schema.json).
+
+`UserHost.start` is the embedding API's entry: it checks the binding and the isolation mode, and only
+then creates the space's storage under the home, so a host that cannot start writes nothing. Clients
+attach through transports (`attach`) and detach; admitted work runs on the authority (`admit`) and
+finishes whether or not any client is attached, until `close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wuu.generated import validators
+from wuu.generated.catalog import USERHOST_MAX_CLIENT_TRANSPORTS
+from wuu.generated.models import (
+    PluginClientInvalidateParams,
+    UserHostErrorCode,
+    UserHostHostIsolation,
+    UserHostIsolation,
+    UserHostIsolationMode,
+    UserHostMemoryIsolation,
+    UserHostServerInfo,
+)
+
+from .errors import UserHostError, UserHostStartError
+from .plugins import Graph, Plugin
+from .services import HostServices, NoHostServices
+from .session import ClientSession
+
+log = logging.getLogger("wuu.host.userhost")
+
+SERVER_INFO = UserHostServerInfo(name="wuu-userhost", version="0.1.0")
+IsolationVerifier = Callable[["StorageLayout"], bool | Awaitable[bool]]
+"""A trusted embedding's isolation verifier: given where the space's state would live, whether the host is
+isolated as `verified_host` promises. Raising counts as a failed verification."""
+
+
+def _pattern(name: str) -> re.Pattern[str]:
+    schema = validators.bundle()["$defs"]["UserHostInitializeResult"]["properties"][name]
+    return re.compile(schema["pattern"])
+
+
+@dataclass(frozen=True)
+class StorageLayout:
+    """Where the bundled storage keeps one user space's data of one product domain."""
+
+    root: Path
+    """`<home>/user-spaces/<space>/<domain>`."""
+
+    @property
+    def state(self) -> Path:
+        """Sessions, private plugin storage, memory and managed artifacts."""
+        return self.root / "state"
+
+    @property
+    def files(self) -> Path:
+        """Permitted user working files and explicit attachment working copies."""
+        return self.root / "files"
+
+    @classmethod
+    def under(cls, home: Path, user_space_id: str, product_domain: str) -> StorageLayout:
+        return cls(home / "user-spaces" / user_space_id / product_domain)
+
+
+class UserHost:
+    """One user host's execution authority. Build it with `UserHost.start`."""
+
+    def __init__(
+        self,
+        *,
+        user_space_id: str,
+        product_domain: str,
+        composition_profile: str | None,
+        isolation: UserHostIsolation,
+        layout: StorageLayout,
+        plugins: Iterable[Plugin],
+        services: HostServices,
+    ) -> None:
+        self.user_space_id = user_space_id
+        self.product_domain = product_domain
+        self.composition_profile = composition_profile
+        self.isolation = isolation
+        self.layout = layout
+        self.services = services
+        self.server_info = SERVER_INFO
+        self._graph = Graph(1, _by_id(plugins))
+        self._sessions: set[ClientSession] = set()
+        self._work: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    @classmethod
+    async def start(
+        cls,
+        *,
+        user_space_id: str,
+        product_domain: str,
+        home: Path,
+        composition_profile: str | None = None,
+        isolation: str = UserHostIsolationMode.LOGICAL_MEMORY.value,
+        verifier: IsolationVerifier | None = None,
+        plugins: Iterable[Plugin] = (),
+        services: HostServices | None = None,
+    ) -> UserHost:
+        """Bind a host to one user space and product domain, check its isolation, then create its storage.
+
+        Raises UserHostStartError (`user_host_binding_required`, `unknown_isolation_mode`,
+        `user_host_isolation_required`) before anything is written under `home`.
+        """
+        if not _pattern("user_space_id").fullmatch(user_space_id or ""):
+            raise UserHostStartError(
+                UserHostErrorCode.USER_HOST_BINDING_REQUIRED,
+                f"user space {user_space_id!r} is not a valid id",
+            )
+        if not _pattern("product_domain").fullmatch(product_domain or ""):
+            raise UserHostStartError(
+                UserHostErrorCode.USER_HOST_BINDING_REQUIRED,
+                f"product domain {product_domain!r} is not valid",
+            )
+        if not home.is_absolute():
+            raise UserHostStartError(
+                UserHostErrorCode.USER_HOST_BINDING_REQUIRED, f"home {home} is not absolute"
+            )
+        if composition_profile is not None and not _pattern("composition_profile").fullmatch(
+            composition_profile
+        ):
+            raise ValueError(f"composition profile {composition_profile!r} is not a valid name")
+        try:
+            mode = UserHostIsolationMode(isolation)
+        except ValueError:
+            known = ", ".join(m.value for m in UserHostIsolationMode)
+            raise UserHostStartError(
+                UserHostErrorCode.UNKNOWN_ISOLATION_MODE, f"isolation {isolation!r} is not one of {known}"
+            ) from None
+        layout = StorageLayout.under(home, user_space_id, product_domain)
+        verified = mode is UserHostIsolationMode.VERIFIED_HOST
+        if verified:
+            await _verify(verifier, layout)
+        layout.state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        layout.files.mkdir(parents=True, exist_ok=True, mode=0o700)
+        host_isolation = UserHostHostIsolation.VERIFIED if verified else UserHostHostIsolation.UNVERIFIED
+        host = cls(
+            user_space_id=user_space_id,
+            product_domain=product_domain,
+            composition_profile=composition_profile,
+            isolation=UserHostIsolation(memory=UserHostMemoryIsolation.LOGICAL, host=host_isolation),
+            layout=layout,
+            plugins=plugins,
+            services=services or NoHostServices(),
+        )
+        log.info(
+            "user host started",
+            extra={"user_space_id": user_space_id, "product_domain": product_domain, "isolation": mode.value},
+        )
+        return host
+
+    # --- the composition graph -------------------------------------------------------------------
+
+    @property
+    def graph(self) -> Graph:
+        """The current composition graph."""
+        return self._graph
+
+    def replace_plugins(self, plugins: Iterable[Plugin]) -> Graph:
+        """Install another plugin inventory as the next graph generation. Connections that captured an
+        older generation get `graph_generation_changed` for their plugin calls from now on."""
+        self._graph = Graph(self._graph.generation + 1, _by_id(plugins))
+        return self._graph
+
+    # --- clients ---------------------------------------------------------------------------------
+
+    def attach(
+        self, transport: str, send: Callable[[dict[str, Any]], None], close: Callable[[], None]
+    ) -> ClientSession:
+        """A new client connection: `send` queues one message to it, `close` ends its transport.
+
+        UserHostError `too_many_clients` when the host already has its maximum of client transports.
+        """
+        if self._closed:
+            raise UserHostError(UserHostErrorCode.INTERNAL, "the user host is closing")
+        if len(self._sessions) >= USERHOST_MAX_CLIENT_TRANSPORTS:
+            raise UserHostError(
+                UserHostErrorCode.TOO_MANY_CLIENTS,
+                f"the host already serves {USERHOST_MAX_CLIENT_TRANSPORTS} client transports",
+            )
+        session = ClientSession(self, transport, send, close)
+        self._sessions.add(session)
+        log.info("client attached", extra={"transport": transport, "clients": len(self._sessions)})
+        return session
+
+    def detached(self, session: ClientSession) -> None:
+        """A client's transport has ended (called by the session)."""
+        if session in self._sessions:
+            self._sessions.remove(session)
+            log.info(
+                "client detached", extra={"transport": session.transport, "clients": len(self._sessions)}
+            )
+
+    @property
+    def clients(self) -> int:
+        """How many client transports are attached."""
+        return len(self._sessions)
+
+    def notify(self, params: PluginClientInvalidateParams) -> int:
+        """Send a `plugin/client/invalidate` notice to every client that captured its graph generation;
+        how many it was sent to. Best-effort: a client that cannot take it is not waited for."""
+        sent = 0
+        for session in list(self._sessions):
+            if session.graph is not None and session.graph.generation == params.graph_generation:
+                session.notify("plugin/client/invalidate", params.to_wire())
+                sent += 1
+        return sent
+
+    # --- admitted work ---------------------------------------------------------------------------
+
+    def admit(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run work that clients admitted; it runs until it ends or the host closes, attached clients or not."""
+        if self._closed:
+            work.close()
+            raise UserHostError(UserHostErrorCode.INTERNAL, "the user host is closing")
+        task = asyncio.create_task(work)
+        self._work.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._work.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("admitted work failed", exc_info=task.exception())
+
+    async def wait_idle(self) -> None:
+        """Wait until no admitted work is running."""
+        while self._work:
+            await asyncio.wait(set(self._work))
+
+    async def close(self) -> None:
+        """End the authority: detach every client and stop the work it still runs."""
+        self._closed = True
+        for session in list(self._sessions):
+            session.detach()
+        for task in list(self._work):
+            task.cancel()
+        await asyncio.gather(*self._work, return_exceptions=True)
+        log.info("user host closed")
+
+
+def _by_id(plugins: Iterable[Plugin]) -> dict[str, Plugin]:
+    found: dict[str, Plugin] = {}
+    for plugin in plugins:
+        if plugin.plugin_id in found:
+            raise ValueError(f"plugin {plugin.plugin_id} is in the graph twice")
+        found[plugin.plugin_id] = plugin
+    return found
+
+
+async def _verify(verifier: IsolationVerifier | None, layout: StorageLayout) -> None:
+    """Run the embedding's verifier; UserHostStartError unless it verifies the host."""
+    if verifier is None:
+        raise UserHostStartError(
+            UserHostErrorCode.USER_HOST_ISOLATION_REQUIRED,
+            "verified_host needs a trusted isolation verifier from the embedding, and none was given",
+        )
+    try:
+        verdict = verifier(layout)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception as error:
+        raise UserHostStartError(
+            UserHostErrorCode.USER_HOST_ISOLATION_REQUIRED, f"the isolation verifier failed: {error}"
+        ) from None
+    if verdict is not True:
+        raise UserHostStartError(
+            UserHostErrorCode.USER_HOST_ISOLATION_REQUIRED, "the isolation verifier did not verify the host"
+        )

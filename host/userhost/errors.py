@@ -1,0 +1,48 @@
+"""User-host errors: a stable code and its JSON-RPC error object (spec/schema/userhost/envelope.schema.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wuu.generated.models import UserHostErrorCode
+
+# JsonRpcError.code: the JSON-RPC number that each stable code fixes; every other code is -32000.
+_NUMBERS = {
+    UserHostErrorCode.PARSE_ERROR: -32700,
+    UserHostErrorCode.INVALID_REQUEST: -32600,
+    UserHostErrorCode.UNSUPPORTED_METHOD: -32601,
+    UserHostErrorCode.INVALID_PARAMS: -32602,
+    UserHostErrorCode.INTERNAL: -32603,
+}
+OTHER_NUMBER = -32000
+MAX_MESSAGE_CHARS = 4096
+
+
+class UserHostError(Exception):
+    """A request failed with one of the user-host error codes.
+
+    Raise it from a plugin method or a host service; the host answers the request with its error object.
+    `field` names the offending params field (for `invalid_params`), as a dotted path.
+    """
+
+    def __init__(self, code: UserHostErrorCode, message: str = "", field: str | None = None) -> None:
+        super().__init__(f"{code.value}: {message}" if message else code.value)
+        self.code = code
+        self.message = " ".join(message.splitlines())[:MAX_MESSAGE_CHARS] or code.value
+        self.field = field
+
+    @property
+    def number(self) -> int:
+        """The JSON-RPC error number of the code."""
+        return _NUMBERS.get(self.code, OTHER_NUMBER)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JsonRpcError object."""
+        data: dict[str, Any] = {"code": self.code.value}
+        if self.field:
+            data["field"] = self.field
+        return {"code": self.number, "message": self.message, "data": data}
+
+
+class UserHostStartError(UserHostError):
+    """The host cannot start (no binding, isolation not verified, an unknown isolation mode); nothing was written."""

@@ -1,0 +1,201 @@
+"""The user-host RPC on a byte stream: JSON-RPC 2.0, one message per line (spec/schema/userhost/envelope.schema.json).
+
+One `NdjsonConnection` serves one client on a stream pair (stdio, or one accepted Unix socket connection):
+it reads lines of at most `USERHOST_MAX_FRAME_BYTES`, checks each envelope, submits requests to the
+client's session and writes each response, in the order the requests finish, through a bounded outbox.
+A line over the limit is answered `parse_error` and skipped without being held in memory; a client that
+stops reading is disconnected once its outbox is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+
+from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES
+from wuu.generated.models import UserHostErrorCode
+from wuu.worker.framing import FrameOverLimit, MalformedFrame
+from wuu.worker.outbox import Outbox
+
+from .authority import UserHost
+from .envelope import FRAMING, MAX_METHOD_CHARS, REQUEST_KEYS, RequestId, error_response, usable_id
+from .errors import UserHostError
+from .session import ClientSession
+
+log = logging.getLogger("wuu.host.userhost")
+
+DEFAULT_OUTBOX_BYTES = USERHOST_MAX_FRAME_BYTES
+"""The default bound of a client's outgoing queue: one maximal message."""
+
+
+class NdjsonConnection:
+    """One client of a user host on a stream pair."""
+
+    def __init__(
+        self,
+        host: UserHost,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        transport: str,
+        *,
+        output_closed: asyncio.Event | None = None,
+        max_queued_bytes: int = DEFAULT_OUTBOX_BYTES,
+    ) -> None:
+        """`reader` must admit a line of `USERHOST_MAX_FRAME_BYTES` (`FRAMING.stream_limit`)."""
+        self._host = host
+        self._reader = reader
+        self._transport = transport
+        self._outbox = Outbox(
+            writer, remote=f"the {transport} client", closed=output_closed, max_queued_bytes=max_queued_bytes
+        )
+        self._ended = asyncio.Event()
+        self._session: ClientSession | None = None
+
+    async def serve(self) -> None:
+        """Serve the client until its input ends, it shuts down, or its output fails; then detach it."""
+        try:
+            self._session = self._host.attach(self._transport, self._send, self._end)
+        except UserHostError as error:
+            await self._refuse(error)
+            return
+        reading = asyncio.create_task(self._read())
+        stops = {
+            reading,
+            asyncio.create_task(self._ended.wait()),
+            asyncio.create_task(self._outbox.closed.wait()),
+        }
+        try:
+            await asyncio.wait(stops, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in stops:
+                task.cancel()
+            await asyncio.gather(*stops, return_exceptions=True)
+            self._session.detach()
+            self._outbox.end()
+            await self._outbox.wait_closed()
+
+    async def _refuse(self, error: UserHostError) -> None:
+        """Answer the first request of a client the host cannot take with `error`, then close."""
+        request_id = None
+        try:
+            line = await FRAMING.read_line(self._reader)
+            message = orjson.loads(line) if line else None
+            if isinstance(message, dict):
+                request_id = usable_id(message.get("id"))
+        except (MalformedFrame, orjson.JSONDecodeError):
+            pass
+        self._send(error_response(request_id, error))
+        self._outbox.end()
+        await self._outbox.wait_closed()
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                line = await FRAMING.read_line(self._reader)
+            except FrameOverLimit as error:
+                if error.rest_unread:
+                    await FRAMING.skip_line(self._reader)
+                self._send(error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, str(error))))
+                continue
+            except MalformedFrame as error:  # the input ended inside a line
+                self._send(error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, str(error))))
+                return
+            if line is None:
+                return
+            self._receive(line)
+
+    def _receive(self, line: bytes) -> None:
+        """Check one message's envelope and submit it; anything wrong is answered, never fatal."""
+        assert self._session is not None
+        try:
+            message = orjson.loads(line)
+        except orjson.JSONDecodeError as error:
+            self._send(
+                error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, f"not JSON: {error}"))
+            )
+            return
+        if isinstance(message, list):
+            self._send(
+                error_response(
+                    None, UserHostError(UserHostErrorCode.INVALID_REQUEST, "batches are not supported")
+                )
+            )
+            return
+        if not isinstance(message, dict):
+            self._send(
+                error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, "not a JSON object"))
+            )
+            return
+        if "id" not in message and "method" in message:
+            return  # a client's notification: discarded, never answered
+        request_id = usable_id(message.get("id"))
+        if request_id is None:
+            self._send(
+                error_response(None, UserHostError(UserHostErrorCode.INVALID_REQUEST, "id: not a JsonRpcId"))
+            )
+            return
+        try:
+            method, params = self._envelope(message, request_id)
+        except UserHostError as error:
+            self._send(error_response(request_id, error))
+            return
+        result = self._session.submit(request_id, method, params)
+        if result.done():
+            self._respond(request_id, result)
+        else:
+            result.add_done_callback(lambda done: self._respond(request_id, done))
+
+    def _envelope(self, message: dict[str, Any], request_id: RequestId) -> tuple[str, dict[str, Any]]:
+        """The method and params of a JsonRpcRequest; `invalid_request` naming what is wrong."""
+        assert self._session is not None
+        extra = sorted(set(message) - REQUEST_KEYS)
+        method, params = message.get("method"), message.get("params", {})
+        problem = None
+        if message.get("jsonrpc") != "2.0":
+            problem = 'jsonrpc: must be "2.0"'
+        elif extra:
+            problem = f"unknown member {extra[0]!r}"
+        elif not isinstance(method, str) or not 1 <= len(method) <= MAX_METHOD_CHARS:
+            problem = f"method: a string of 1 to {MAX_METHOD_CHARS} characters"
+        elif not isinstance(params, dict):
+            problem = "params: an object"
+        elif self._session.in_flight(request_id):
+            problem = f"id: {request_id!r} is already in flight on this connection"
+        if problem is not None:
+            raise UserHostError(UserHostErrorCode.INVALID_REQUEST, problem)
+        assert isinstance(method, str) and isinstance(params, dict)
+        return method, params
+
+    def _respond(self, request_id: RequestId, result: asyncio.Future[dict[str, Any]]) -> None:
+        if result.cancelled():
+            self._send(error_response(request_id, UserHostError(UserHostErrorCode.CANCELLED, "cancelled")))
+            return
+        error = result.exception()
+        if error is None:
+            self._send({"jsonrpc": "2.0", "id": request_id, "result": result.result()})
+        elif isinstance(error, UserHostError):
+            self._send(error_response(request_id, error))
+        else:
+            log.error("request %r failed", request_id, exc_info=error)
+            internal = UserHostError(UserHostErrorCode.INTERNAL, f"{type(error).__name__}: {error}")
+            self._send(error_response(request_id, internal))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        if len(data) > USERHOST_MAX_FRAME_BYTES and "id" in message:
+            too_large = UserHostError(
+                UserHostErrorCode.INTERNAL, f"the response of {len(data)} bytes is too large"
+            )
+            data = orjson.dumps(error_response(message["id"], too_large), option=orjson.OPT_APPEND_NEWLINE)
+        self._outbox.put(data)
+
+    def _end(self) -> None:
+        """The session is done with this transport: stop reading; what is queued is still written."""
+        self._ended.set()
+
+    def stop(self) -> None:
+        """End this connection as if the client had gone (the server is closing)."""
+        self._ended.set()
