@@ -1,0 +1,195 @@
+"""`wuu-userhost`: run a user host bound to one user space and product domain.
+
+    wuu-userhost serve --user-space local --product-domain personal --listen unix:/run/me/wuu/userhost.sock
+
+The host serves the user-host RPC (spec/schema/userhost/) on the transports given: `--stdio` (one client on
+this process's stdin and stdout), `--listen unix:PATH` (up to 16 clients on a Unix socket in a private
+directory) and `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`. It runs until SIGTERM or SIGINT; with `--stdio`
+as its only transport, it ends once that client has gone and the work it admitted has finished. Logs are
+JSON lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
+or the startup error code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wuu.generated.models import UserHostIsolationMode
+
+from .authority import UserHost
+from .errors import UserHostStartError
+from .stdio import serve_stdio
+from .unix import SocketInUse, UnixServer
+
+log = logging.getLogger("wuu.host.userhost")
+
+# The composition profiles this installation can compose, by name (none yet ships a plugin).
+COMPOSITION_PROFILES: dict[str, list[Any]] = {}
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({})))
+
+
+class UsageError(Exception):
+    """A flag is wrong; the message names it."""
+
+
+class JsonLines(logging.Formatter):
+    """One JSON object per log record: time, level, logger, message and the record's extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update({key: value for key, value in vars(record).items() if key not in _RECORD_FIELDS})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="wuu-userhost", description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="action", required=True)
+    serve = commands.add_parser(
+        "serve",
+        help="run a user host",
+        description="Run a user host bound to one user space and product domain, serving the user-host RPC "
+        "on the transports given, until SIGTERM or SIGINT.",
+    )
+    serve.add_argument(
+        "--user-space", required=True, metavar="ID", help="the user space the host is bound to"
+    )
+    serve.add_argument(
+        "--product-domain", required=True, metavar="DOMAIN", help="the product domain (for example personal)"
+    )
+    serve.add_argument(
+        "--composition-profile", metavar="NAME", help="the composition to load (none by default)"
+    )
+    serve.add_argument(
+        "--isolation",
+        default=UserHostIsolationMode.LOGICAL_MEMORY.value,
+        metavar="MODE",
+        help="logical_memory (the default) or verified_host (needs an embedding's verifier: refused here)",
+    )
+    serve.add_argument(
+        "--home",
+        metavar="DIR",
+        help="the absolute home of the host's data (default: $WUU_HOME, else ~/.wuu); the space's data goes to "
+        "DIR/user-spaces/SPACE/DOMAIN/{state,files}",
+    )
+    serve.add_argument("--stdio", action="store_true", help="serve one client on stdin and stdout")
+    serve.add_argument("--listen", metavar="unix:PATH", help="serve clients on a Unix socket")
+    serve.add_argument("--grpc", metavar="ADDRESS", help="serve gRPC on unix:PATH or 127.0.0.1:PORT")
+    return top
+
+
+def _home(given: str | None) -> Path:
+    text = given or os.environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
+    home = Path(text)
+    if not home.is_absolute():
+        where = "--home" if given else "WUU_HOME"
+        raise UsageError(f"{where}: {text!r} is not an absolute path")
+    return home
+
+
+def _unix_path(flag: str, value: str) -> Path:
+    if not value.startswith("unix:") or not value[5:]:
+        raise UsageError(f"{flag}: {value!r} is not unix:PATH")
+    path = Path(value[5:])
+    if not path.is_absolute():
+        raise UsageError(f"{flag}: {path} is not an absolute path")
+    return path
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Start the host and its transports, and serve until told to stop."""
+    if not (args.stdio or args.listen or args.grpc):
+        raise UsageError("give at least one transport: --stdio, --listen unix:PATH or --grpc ADDRESS")
+    if args.grpc:
+        raise UsageError("--grpc: the gRPC transport is not available in this build")
+    listen = _unix_path("--listen", args.listen) if args.listen else None
+    home = _home(args.home)
+    plugins: list[Any] = []
+    if args.composition_profile is not None:
+        if args.composition_profile not in COMPOSITION_PROFILES:
+            known = ", ".join(sorted(COMPOSITION_PROFILES)) or "none"
+            raise UsageError(
+                f"--composition-profile: no profile {args.composition_profile!r} in this installation "
+                f"(available: {known})"
+            )
+        plugins = COMPOSITION_PROFILES[args.composition_profile]
+    host = await UserHost.start(
+        user_space_id=args.user_space,
+        product_domain=args.product_domain,
+        home=home,
+        composition_profile=args.composition_profile,
+        isolation=args.isolation,
+        plugins=plugins,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, stop.set)
+    server = None
+    try:
+        if listen is not None:
+            try:
+                server = await UnixServer.start(host, listen)
+            except SocketInUse as error:
+                raise UsageError(f"--listen: {error}") from None
+        waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
+        if args.stdio:
+            waits.append(asyncio.create_task(_stdio_then_idle(host, alone=listen is None)))
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+        for task in done:
+            task.result()  # a transport that failed fails the command
+    finally:
+        if server is not None:
+            await server.close()
+        await host.close()
+    return 0
+
+
+async def _stdio_then_idle(host: UserHost, *, alone: bool) -> None:
+    """Serve the stdio client; when it is the only transport, return once it has gone and the host is idle."""
+    await serve_stdio(host)
+    if not alone:
+        await asyncio.Event().wait()  # the other transports keep the host up until a signal
+    await host.wait_idle()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonLines())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    try:
+        return asyncio.run(serve(args))
+    except UsageError as error:
+        print(f"wuu-userhost: {error}", file=sys.stderr)
+        return 2
+    except UserHostStartError as error:
+        print(f"wuu-userhost: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"wuu-userhost: {error}", file=sys.stderr)
+        return 1
+
+
+def entry() -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
