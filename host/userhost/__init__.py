@@ -1,12 +1,14 @@
 """The user host (`wuu.host.userhost`): one execution authority bound to a user space and product domain,
-served to clients over NDJSON (stdio, a Unix socket) by the user-host RPC of spec/schema/userhost/.
+served to clients over NDJSON (stdio, a Unix socket) and gRPC by the user-host RPC of spec/schema/userhost/.
 
-The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_stdio` and
-`UnixServer.start` attach transports; plugins (`Plugin`) serve the catalog's plugin methods.
+The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_stdio`, `UnixServer.start`
+and `GrpcServer.start` attach transports; plugins (`Plugin`) serve the catalog's plugin methods. The clients
+are in `wuu.host.userhost.client`.
 """
 
 from .authority import StorageLayout, UserHost
 from .errors import UserHostError, UserHostStartError
+from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices
 from .stdio import serve_stdio
@@ -14,6 +16,9 @@ from .unix import SocketInUse, UnixServer
 
 __all__ = [
     "Caller",
+    "GrpcAddress",
+    "GrpcAddressError",
+    "GrpcServer",
     "HostServices",
     "Plugin",
     "PluginCall",

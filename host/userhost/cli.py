@@ -28,6 +28,7 @@ from wuu.generated.models import UserHostIsolationMode
 
 from .authority import UserHost
 from .errors import UserHostStartError
+from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
 from .stdio import serve_stdio
 from .unix import SocketInUse, UnixServer
 
@@ -116,9 +117,11 @@ async def serve(args: argparse.Namespace) -> int:
     """Start the host and its transports, and serve until told to stop."""
     if not (args.stdio or args.listen or args.grpc):
         raise UsageError("give at least one transport: --stdio, --listen unix:PATH or --grpc ADDRESS")
-    if args.grpc:
-        raise UsageError("--grpc: the gRPC transport is not available in this build")
     listen = _unix_path("--listen", args.listen) if args.listen else None
+    try:
+        grpc_address = GrpcAddress.parse(args.grpc) if args.grpc else None
+    except GrpcAddressError as error:
+        raise UsageError(f"--grpc: {error}") from None
     home = _home(args.home)
     plugins: list[Any] = []
     if args.composition_profile is not None:
@@ -141,16 +144,21 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
-    server = None
+    servers: list[UnixServer | GrpcServer] = []
     try:
         if listen is not None:
             try:
-                server = await UnixServer.start(host, listen)
+                servers.append(await UnixServer.start(host, listen))
             except SocketInUse as error:
                 raise UsageError(f"--listen: {error}") from None
+        if grpc_address is not None:
+            try:
+                servers.append(await GrpcServer.start(host, grpc_address))
+            except (SocketInUse, OSError) as error:
+                raise UsageError(f"--grpc: {error}") from None
         waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if args.stdio:
-            waits.append(asyncio.create_task(_stdio_then_idle(host, alone=listen is None)))
+            waits.append(asyncio.create_task(_stdio_then_idle(host, alone=not servers)))
         done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits:
             task.cancel()
@@ -158,7 +166,7 @@ async def serve(args: argparse.Namespace) -> int:
         for task in done:
             task.result()  # a transport that failed fails the command
     finally:
-        if server is not None:
+        for server in servers:
             await server.close()
         await host.close()
     return 0

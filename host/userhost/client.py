@@ -1,10 +1,10 @@
-"""The typed async client of the user-host RPC over NDJSON: a spawned host's stdio, or a Unix socket.
+"""The typed async client of the user-host RPC over NDJSON (a spawned host's stdio, or a Unix socket), and the
+surface it shares with the gRPC client (`grpc_client.UserHostGrpcClient`).
 
-It is the client's end of a connection on the worker package's peer core (framing at the user host's
-frame limit, replies matched by JSON-RPC id). Every request method of the catalog is a typed coroutine
-(from the generated `UserhostClientMethods`); `plugin_call` calls a plugin method typed by the catalog.
-Cancelling the task awaiting a plugin call sends `plugin/client/cancel` for it. The host's notifications
-come out of `notifications()`. A connection that ends fails every call in flight with `ConnectionLost`.
+Every request method of the catalog is a typed coroutine (from the generated `UserhostClientMethods`);
+`plugin_call` calls a plugin method typed by the catalog, and cancelling the task awaiting it cancels the
+call on the host. The host's notifications come out of `notifications()`. A connection that ends fails
+every call in flight with `ConnectionLost`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from wuu.worker.peer import ConnectionLost, Peer
 from .envelope import FRAMING, usable_id
 from .errors import UserHostError
 
-__all__ = ["ConnectionLost", "UserHostClient"]
+__all__ = ["ClientSurface", "ConnectionLost", "UserHostClient"]
 
 R = TypeVar("R", bound=WireModel)
 CLIENT_INFO = UserHostClientInfo(name="wuu-userhost-client", version="0.1.0")
@@ -50,8 +50,80 @@ def _id_problem(value: object) -> str | None:
     return None if usable_id(value) is not None else "the id is not a JsonRpcId"
 
 
-class UserHostClient(UserhostClientMethods):
-    """A connection to one user host."""
+class ClientSurface(UserhostClientMethods):
+    """What every user-host client offers, whatever its transport: typed requests, plugin calls,
+    notifications. A transport supplies `request`, `lost`, `close` and the sending of plugin calls."""
+
+    def __init__(self) -> None:
+        self.initialized: UserHostInitializeResult | None = None
+        """The result of this connection's `initialize`, once it has succeeded."""
+        self._notifications: asyncio.Queue[PluginClientInvalidateParams | None] = asyncio.Queue()
+
+    async def request(
+        self, method: str, params: Mapping[str, Any], *, request_id: str | int | None = None
+    ) -> Frame:
+        """Send a request and return the host's response message (a success or an error response)."""
+        raise NotImplementedError
+
+    @property
+    def lost(self) -> str | None:
+        """Why the connection ended; None while it is open."""
+        raise NotImplementedError
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Close the connection: the host detaches this client, as at EOF."""
+        raise NotImplementedError
+
+    async def _send_plugin_request(self, params: dict[str, Any]) -> Frame:
+        """Send `plugin/client/request` so that cancelling the awaiting task cancels it on the host."""
+        raise NotImplementedError
+
+    async def call(self, method: str, params: WireModel, result: type[R]) -> R:
+        """Send one request and decode its result; UserHostError on an error response."""
+        return _decode(result, await self.request(method, params.to_wire()), method)
+
+    async def initialize(self, params: UserHostInitializeParams | None = None) -> UserHostInitializeResult:
+        """`initialize` (this client's info and the protocol version by default)."""
+        self.initialized = await super().initialize(
+            params
+            or UserHostInitializeParams(protocol_version=USERHOST_PROTOCOL_VERSION, client_info=CLIENT_INFO)
+        )
+        return self.initialized
+
+    async def plugin_call(
+        self,
+        plugin_id: str,
+        method: str,
+        params: WireModel,
+        *,
+        user_input: UserInput | None = None,
+        fingerprint: str | None = None,
+    ) -> WireModel:
+        """Call a plugin method; its result as the catalog's result model. Cancelling the awaiting task
+        cancels the call on the host (`plugin/client/cancel`)."""
+        spec = USERHOST_METHODS[method]
+        assert spec.kind == "plugin_request" and spec.result is not None, f"{method} is not a plugin method"
+        optional = {"plugin_fingerprint": fingerprint, "user_input": user_input}
+        request = PluginClientRequestParams(
+            plugin_id=plugin_id,
+            method=method,
+            params=params.to_wire(),
+            **{name: value for name, value in optional.items() if value is not None},
+        )
+        response = await self._send_plugin_request(request.to_wire())
+        outer = _decode(PluginClientRequestResult, response, "plugin/client/request")
+        return _decode(spec.result, {"result": outer.result}, method)
+
+    async def notifications(self) -> AsyncIterator[PluginClientInvalidateParams]:
+        """The host's `plugin/client/invalidate` notices, in order, until the connection ends."""
+        while (notice := await self._notifications.get()) is not None:
+            yield notice
+
+
+class UserHostClient(ClientSurface):
+    """A connection to one user host over NDJSON, on the worker package's peer core (framing at the user
+    host's frame limit, replies matched by JSON-RPC id). Cancelling a plugin call sends
+    `plugin/client/cancel` for it; the call's one response is still read (and dropped)."""
 
     def __init__(
         self,
@@ -61,10 +133,9 @@ class UserHostClient(UserhostClientMethods):
         process: asyncio.subprocess.Process | None = None,
     ) -> None:
         """`reader` must admit a line of the user host's frame limit (`ndjson.FRAMING.stream_limit`)."""
+        super().__init__()
         self.process = process
-        self.initialized: UserHostInitializeResult | None = None
         self._ids = itertools.count(1)
-        self._notifications: asyncio.Queue[PluginClientInvalidateParams | None] = asyncio.Queue()
         self._tasks: set[asyncio.Future[None]] = set()
         self._peer = Peer(
             reader,
@@ -112,54 +183,16 @@ class UserHostClient(UserhostClientMethods):
             {"jsonrpc": "2.0", "id": frame_id, "method": method, "params": dict(params)}
         )
 
-    async def call(self, method: str, params: WireModel, result: type[R]) -> R:
-        """Send one request and decode its result; UserHostError on an error response."""
-        return _decode(result, await self.request(method, params.to_wire()), method)
-
-    async def initialize(self, params: UserHostInitializeParams | None = None) -> UserHostInitializeResult:
-        """`initialize` (this client's info and the protocol version by default)."""
-        self.initialized = await super().initialize(
-            params
-            or UserHostInitializeParams(protocol_version=USERHOST_PROTOCOL_VERSION, client_info=CLIENT_INFO)
-        )
-        return self.initialized
-
-    async def plugin_call(
-        self,
-        plugin_id: str,
-        method: str,
-        params: WireModel,
-        *,
-        user_input: UserInput | None = None,
-        fingerprint: str | None = None,
-    ) -> WireModel:
-        """Call a plugin method; its result as the catalog's result model. Cancelling the awaiting task
-        sends `plugin/client/cancel`, and the call's one response is still read (and dropped)."""
-        spec = USERHOST_METHODS[method]
-        assert spec.result is not None, f"{method} is not a plugin method"
-        optional = {"plugin_fingerprint": fingerprint, "user_input": user_input}
-        request = PluginClientRequestParams(
-            plugin_id=plugin_id,
-            method=method,
-            params=params.to_wire(),
-            **{name: value for name, value in optional.items() if value is not None},
-        )
+    async def _send_plugin_request(self, params: dict[str, Any]) -> Frame:
         request_id = next(self._ids)
-        frame = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "plugin/client/request",
-            "params": request.to_wire(),
-        }
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": "plugin/client/request", "params": params}
         waiter = self._peer.request(frame)
         try:
-            response = await asyncio.shield(waiter)
+            return await asyncio.shield(waiter)
         except asyncio.CancelledError:
             if not waiter.done() and self.lost is None:
                 self._background(self._cancel(request_id))
             raise
-        outer = _decode(PluginClientRequestResult, response, "plugin/client/request")
-        return _decode(spec.result, {"result": outer.result}, method)
 
     async def _cancel(self, request_id: int) -> None:
         with contextlib.suppress(ConnectionLost, UserHostError):
@@ -179,11 +212,6 @@ class UserHostClient(UserhostClientMethods):
         return self._peer.expect_reply(request_id)
 
     # --- notifications (the Endpoint of the peer) ----------------------------------------------
-
-    async def notifications(self) -> AsyncIterator[PluginClientInvalidateParams]:
-        """The host's `plugin/client/invalidate` notices, in order, until the connection ends."""
-        while (notice := await self._notifications.get()) is not None:
-            yield notice
 
     def on_notification(self, method: str, frame: Frame) -> str | None:
         if method != "plugin/client/invalidate":

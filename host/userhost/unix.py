@@ -48,16 +48,12 @@ class UnixServer:
         return server
 
     async def _listen(self) -> None:
-        path = self.path
-        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-            raise SocketInUse(f"{path}: longer than {MAX_SOCKET_PATH} bytes, the limit of a Unix socket path")
-        _private_directory(path.parent)
-        await _clear_stale(path)
+        await prepare_socket_path(self.path)
         self._server = await asyncio.start_unix_server(
-            self._accept, path=str(path), limit=FRAMING.stream_limit
+            self._accept, path=str(self.path), limit=FRAMING.stream_limit
         )
-        os.chmod(path, 0o600)
-        log.info("listening", extra={"transport": "unix", "path": str(path)})
+        os.chmod(self.path, 0o600)
+        log.info("listening", extra={"transport": "unix", "path": str(self.path)})
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -82,6 +78,15 @@ class UnixServer:
             await self._server.wait_closed()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+async def prepare_socket_path(path: Path) -> None:
+    """Make `path` ready for a new socket: its directory private, nothing there but a stale socket (removed);
+    SocketInUse otherwise."""
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        raise SocketInUse(f"{path}: longer than {MAX_SOCKET_PATH} bytes, the limit of a Unix socket path")
+    _private_directory(path.parent)
+    await _clear_stale(path)
 
 
 def _private_directory(directory: Path) -> None:

@@ -31,10 +31,32 @@ if _version_not_supported:
 class UserHostStub:
     """The user-host RPC as a gRPC service: one rpc per method of spec/methods/userhost.json (the Personal plugin
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
-    of the JSON-RPC transport. A connection is one gRPC channel whose first call is Initialize; it counts against
-    the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
-    (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
-    the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
+    of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
+    enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
+    in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
+    the name under the same key (one channel may carry several connections). A call without a name, or with the
+    name of a connection that has ended, fails with `not_initialized`. The connection ends on Shutdown, when its
+    PluginClientInvalidate stream ends (the client's EOF), when it falls behind on notifications, or after the
+    host's idle timeout with neither that stream open nor a call in flight; its end detaches the client exactly
+    as EOF does on the other transports.
+
+    Ids and cancellation. The JSON-RPC id of a call, which PluginClientCancel names, is the JSON text of a
+    JsonRpcId in the request metadata key `wuu-rpc-id` (`7`, `"call-7"`); a call without one gets an id the client
+    cannot name. Cancelling the gRPC call of PluginClientRequest has the effect of PluginClientCancel.
+
+    Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
+    carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
+    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
+    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
+    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
+    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
+    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+
+    Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
+    that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
+    standard health service (grpc.health.v1.Health), SERVING for "" and "wuu.userhost.v1.UserHost" until it stops.
     """
 
     def __init__(self, channel):
@@ -93,10 +115,32 @@ class UserHostStub:
 class UserHostServicer:
     """The user-host RPC as a gRPC service: one rpc per method of spec/methods/userhost.json (the Personal plugin
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
-    of the JSON-RPC transport. A connection is one gRPC channel whose first call is Initialize; it counts against
-    the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
-    (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
-    the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
+    of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
+    enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
+    in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
+    the name under the same key (one channel may carry several connections). A call without a name, or with the
+    name of a connection that has ended, fails with `not_initialized`. The connection ends on Shutdown, when its
+    PluginClientInvalidate stream ends (the client's EOF), when it falls behind on notifications, or after the
+    host's idle timeout with neither that stream open nor a call in flight; its end detaches the client exactly
+    as EOF does on the other transports.
+
+    Ids and cancellation. The JSON-RPC id of a call, which PluginClientCancel names, is the JSON text of a
+    JsonRpcId in the request metadata key `wuu-rpc-id` (`7`, `"call-7"`); a call without one gets an id the client
+    cannot name. Cancelling the gRPC call of PluginClientRequest has the effect of PluginClientCancel.
+
+    Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
+    carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
+    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
+    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
+    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
+    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
+    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+
+    Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
+    that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
+    standard health service (grpc.health.v1.Health), SERVING for "" and "wuu.userhost.v1.UserHost" until it stops.
     """
 
     def Initialize(self, request, context):
@@ -222,10 +266,32 @@ def add_UserHostServicer_to_server(servicer, server):
 class UserHost:
     """The user-host RPC as a gRPC service: one rpc per method of spec/methods/userhost.json (the Personal plugin
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
-    of the JSON-RPC transport. A connection is one gRPC channel whose first call is Initialize; it counts against
-    the limit of 16 client transports. A failed call ends with a non-OK status whose details carry a JsonRpcError
-    (clients compare `data.code` only). The JSON-RPC id of a call, which PluginClientCancel names, is carried in
-    the request metadata key `wuu-rpc-id`; cancelling the gRPC call itself has the effect of PluginClientCancel.
+    of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
+    enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
+    in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
+    the name under the same key (one channel may carry several connections). A call without a name, or with the
+    name of a connection that has ended, fails with `not_initialized`. The connection ends on Shutdown, when its
+    PluginClientInvalidate stream ends (the client's EOF), when it falls behind on notifications, or after the
+    host's idle timeout with neither that stream open nor a call in flight; its end detaches the client exactly
+    as EOF does on the other transports.
+
+    Ids and cancellation. The JSON-RPC id of a call, which PluginClientCancel names, is the JSON text of a
+    JsonRpcId in the request metadata key `wuu-rpc-id` (`7`, `"call-7"`); a call without one gets an id the client
+    cannot name. Cancelling the gRPC call of PluginClientRequest has the effect of PluginClientCancel.
+
+    Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
+    carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
+    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
+    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
+    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
+    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
+    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+
+    Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
+    that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
+    standard health service (grpc.health.v1.Health), SERVING for "" and "wuu.userhost.v1.UserHost" until it stops.
     """
 
     @staticmethod

@@ -1,0 +1,569 @@
+"""The user-host RPC over gRPC: the service `UserHost` of spec/proto/wuu/userhost/v1/userhost.proto.
+
+The service's comment states the rules; this module holds what both ends of them share (the rpcs, the
+metadata keys, the status of an error, the conversion of messages) and the server, `GrpcServer`:
+
+- it listens on a Unix socket in a private directory or on a loopback TCP address, nothing else, with
+  messages of up to `USERHOST_MAX_FRAME_BYTES` each way (a maximal `user_input` envelope fits);
+- every rpc converts its request to the spec's JSON (protojson), submits it to the connection's
+  `ClientSession` as the NDJSON transport does, and converts the result back; an error ends the call with
+  the status of `STATUS_CODES` and the JsonRpcError in its details (`grpc-status-details-bin`);
+- a successful Initialize opens a connection (one client transport of the host's 16) and names it in its
+  initial metadata (`wuu-connection`); later calls of the connection send that name. The connection ends
+  on Shutdown, at the end of its PluginClientInvalidate stream, when it falls behind on notifications, or
+  after `idle_timeout` seconds with neither that stream open nor a call in flight;
+- the stream carries the connection's notifications, queued from Initialize on, so none is lost before the
+  client opens it; cancelling a PluginClientRequest's gRPC call has the effect of PluginClientCancel;
+- the standard health service (`grpc.health.v1.Health`) answers SERVING until the server closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import itertools
+import logging
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import grpc
+import orjson
+from google.protobuf import any_pb2, message_factory
+from google.protobuf.message import Message
+from google.rpc import status_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+
+from wuu.generated import protojson
+from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
+from wuu.generated.models import UserHostErrorCode
+from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
+
+from .authority import UserHost
+from .envelope import MAX_INTEGER_ID, RequestId, usable_id
+from .errors import UserHostError
+from .ndjson import DEFAULT_OUTBOX_BYTES
+from .session import ClientSession
+from .unix import prepare_socket_path
+
+log = logging.getLogger("wuu.host.userhost")
+
+SERVICE = userhost_pb2.DESCRIPTOR.services_by_name["UserHost"].full_name
+"""The gRPC service name, `wuu.userhost.v1.UserHost` (also the health service's name for it)."""
+CONNECTION_KEY = "wuu-connection"
+"""The metadata key naming a connection: sent by the host with Initialize's answer, then by the client."""
+RPC_ID_KEY = "wuu-rpc-id"
+"""The metadata key of a call's JSON-RPC id, as the id's JSON text (`7`, `"call-7"`)."""
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+"""The trailing metadata key of gRPC's rich error model: a google.rpc.Status holding the JsonRpcError."""
+MESSAGE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_receive_message_length", USERHOST_MAX_FRAME_BYTES),
+    ("grpc.max_send_message_length", USERHOST_MAX_FRAME_BYTES),
+)
+"""Channel and server options: messages up to `max_frame_bytes` each way."""
+DEFAULT_IDLE_SECONDS = 60.0
+"""How long a connection lives with neither its notification stream open nor a call in flight."""
+CLOSE_GRACE_SECONDS = 5.0
+
+# The status code of each error code; every code not listed is FAILED_PRECONDITION. Clients compare
+# `data.code` only: the status code is for gRPC tooling (retries, metrics), and the service comment states
+# the same table.
+STATUS_CODES: Mapping[UserHostErrorCode, grpc.StatusCode] = {
+    UserHostErrorCode.PARSE_ERROR: grpc.StatusCode.INVALID_ARGUMENT,
+    UserHostErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    UserHostErrorCode.INVALID_PARAMS: grpc.StatusCode.INVALID_ARGUMENT,
+    UserHostErrorCode.UNSUPPORTED_METHOD: grpc.StatusCode.UNIMPLEMENTED,
+    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION: grpc.StatusCode.UNIMPLEMENTED,
+    UserHostErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
+    UserHostErrorCode.TOO_MANY_CLIENTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    UserHostErrorCode.PLUGIN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    UserHostErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    UserHostErrorCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    UserHostErrorCode.GRAPH_GENERATION_CHANGED: grpc.StatusCode.ABORTED,
+    UserHostErrorCode.STALE_REVISION: grpc.StatusCode.ABORTED,
+    UserHostErrorCode.REQUEST_ID_CONFLICT: grpc.StatusCode.ALREADY_EXISTS,
+    UserHostErrorCode.QUESTION_ALREADY_DECIDED: grpc.StatusCode.ALREADY_EXISTS,
+    UserHostErrorCode.CANCELLED: grpc.StatusCode.CANCELLED,
+}
+
+
+# --- the rpcs ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rpc:
+    """One rpc of the service and the catalog method it carries."""
+
+    name: str
+    """The rpc's name (`PluginClientRequest`)."""
+    method: str
+    """The catalog method (`plugin/client/request`)."""
+    request: type[Message]
+    response: type[Message]
+
+    @property
+    def path(self) -> str:
+        """The rpc's gRPC path."""
+        return f"/{SERVICE}/{self.name}"
+
+
+def _rpcs() -> dict[str, Rpc]:
+    """Every rpc by its catalog method, matched by message: a request rpc takes its method's params def, the
+    notification stream returns its notification's params def."""
+    by_params = {
+        spec.params.__name__: method
+        for method, spec in USERHOST_METHODS.items()
+        if spec.kind in ("request", "notification")
+    }
+    found: dict[str, Rpc] = {}
+    for rpc in userhost_pb2.DESCRIPTOR.services_by_name["UserHost"].methods:
+        carried = rpc.output_type if rpc.server_streaming else rpc.input_type
+        method = by_params[carried.name]
+        found[method] = Rpc(
+            rpc.name,
+            method,
+            message_factory.GetMessageClass(rpc.input_type),
+            message_factory.GetMessageClass(rpc.output_type),
+        )
+    missing = set(by_params.values()) - set(found)
+    if missing:
+        raise RuntimeError(f"the UserHost service has no rpc for {sorted(missing)}")
+    return found
+
+
+_ALL_RPCS = _rpcs()
+NOTIFICATIONS = _ALL_RPCS.pop("plugin/client/invalidate")
+"""The server-streaming rpc of the host's notifications."""
+RPCS: Mapping[str, Rpc] = _ALL_RPCS
+"""The unary rpcs, by the catalog method each carries."""
+
+
+# --- messages ------------------------------------------------------------------------------------------
+
+
+def json_integers(value: Any) -> Any:
+    """`value` with every whole number within ±(2^53 - 1) as an int.
+
+    google.protobuf.Struct and Value hold numbers as doubles, so an integer comes out of them as `7.0`, which
+    the spec's strict validation rejects where an integer belongs; the service comment makes such a number
+    the JSON integer it reads as.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INTEGER_ID:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: json_integers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_integers(item) for item in value]
+    return value
+
+
+def to_json(message: Message) -> dict[str, Any]:
+    """The spec's JSON of a message (its def is the message's name)."""
+    value: dict[str, Any] = json_integers(protojson.from_proto(message.DESCRIPTOR.name, message))
+    return value
+
+
+def to_message(cls: type[Message], value: Mapping[str, Any]) -> Message:
+    """The proto twin `cls` of the spec's JSON `value`."""
+    return protojson.to_proto(cls.DESCRIPTOR.name, dict(value), cls())
+
+
+def _params(message: Message) -> dict[str, Any]:
+    """A request's params as the spec's JSON; `invalid_params` when the message stands for no JSON value
+    (an enum left UNSPECIFIED, an unknown enum number)."""
+    try:
+        return to_json(message)
+    except (ValueError, KeyError) as error:
+        raise UserHostError(
+            UserHostErrorCode.INVALID_PARAMS, f"{message.DESCRIPTOR.name} is not a valid message: {error}"
+        ) from None
+
+
+# --- errors --------------------------------------------------------------------------------------------
+
+
+def error_status(error: UserHostError) -> tuple[grpc.StatusCode, tuple[tuple[str, bytes], ...]]:
+    """The status code of an error and the trailing metadata whose details carry its JsonRpcError."""
+    code = STATUS_CODES.get(error.code, grpc.StatusCode.FAILED_PRECONDITION)
+    detail = any_pb2.Any()
+    detail.Pack(to_message(userhost_pb2.JsonRpcError, error.to_wire()))
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    return code, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
+
+
+def json_rpc_error(failure: grpc.aio.AioRpcError) -> dict[str, Any] | None:
+    """The JsonRpcError that a failed call's status details carry; None when they carry none (a failure of
+    gRPC itself: the host unreachable, a message over the limit)."""
+    for key, value in failure.trailing_metadata() or ():
+        if key != STATUS_DETAILS_KEY:
+            continue
+        for detail in status_pb2.Status.FromString(value).details:
+            if detail.Is(userhost_pb2.JsonRpcError.DESCRIPTOR):
+                message = userhost_pb2.JsonRpcError()
+                detail.Unpack(message)
+                return to_json(message)
+    return None
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: UserHostError) -> NoReturn:
+    code, trailers = error_status(error)
+    await context.abort(code, error.message, trailers)
+    raise AssertionError("ServicerContext.abort returns only by raising")
+
+
+# --- addresses -----------------------------------------------------------------------------------------
+
+
+class GrpcAddressError(ValueError):
+    """The address is neither `unix:PATH` (absolute) nor a loopback IP address with a port."""
+
+
+@dataclass(frozen=True)
+class GrpcAddress:
+    """Where a user host serves gRPC: a Unix socket, or a loopback TCP address (port 0: any free port)."""
+
+    socket: Path | None = None
+    host: str = ""
+    port: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> GrpcAddress:
+        """`unix:PATH` or `IP:PORT` with a loopback IP (`127.0.0.1:50051`, `[::1]:50051`); GrpcAddressError
+        for anything else, remote or wildcard addresses and host names included."""
+        if text.startswith("unix:"):
+            path = Path(text[5:])
+            if not path.is_absolute():
+                raise GrpcAddressError(f"{text!r}: the socket path must be absolute")
+            return cls(socket=path)
+        host, colon, port = text.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not colon or not loopback:
+            raise GrpcAddressError(
+                f"{text!r} is not unix:PATH or a loopback address with a port (127.0.0.1:PORT): "
+                "the user host serves gRPC only on a Unix socket or on loopback"
+            )
+        if not port.isdigit() or int(port) > 65535:
+            raise GrpcAddressError(f"{text!r}: the port must be a number from 0 to 65535")
+        return cls(host=host, port=int(port))
+
+    @property
+    def target(self) -> str:
+        """The address as gRPC names it."""
+        if self.socket is not None:
+            return f"unix:{self.socket}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.target
+
+
+# --- connections ---------------------------------------------------------------------------------------
+
+
+class _Connection:
+    """One client connection: its session, its queued notifications and its idle timer."""
+
+    def __init__(self, server: GrpcServer) -> None:
+        self.id = secrets.token_urlsafe(24)
+        self._server = server
+        self._notices: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._queued_bytes = 0
+        self._calls = 0
+        self._idle: asyncio.TimerHandle | None = None
+        self.streaming = False
+        self.overflowed = False
+        # Last: `attach` refuses the 17th client (too_many_clients) before anything else exists.
+        self.session: ClientSession = server.host.attach("grpc", self._send, self._closed)
+
+    async def call(self, method: str, request_id: RequestId, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Submit one request to the session and wait for its result; UserHostError for its error."""
+        if self.session.in_flight(request_id):
+            raise UserHostError(
+                UserHostErrorCode.INVALID_REQUEST,
+                f"{RPC_ID_KEY}: {request_id!r} is already in flight on this connection",
+            )
+        self._calls += 1
+        self._stop_idle()
+        future = self.session.submit(request_id, method, params)
+        try:
+            # Shielded: cancelling the gRPC call must not cancel the work as a plain task cancel would.
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                future.add_done_callback(_unanswered)
+                if method == "plugin/client/request":
+                    self._revoke(request_id, future)
+                raise  # the gRPC call was cancelled; other methods' work goes on, unanswered
+            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled") from None
+        except UserHostError:
+            raise
+        except Exception as error:
+            log.error("request %r failed", request_id, exc_info=error)
+            raise UserHostError(UserHostErrorCode.INTERNAL, f"{type(error).__name__}: {error}") from None
+        finally:
+            self._calls -= 1
+            self.idle()
+
+    def _revoke(self, request_id: RequestId, future: asyncio.Future[dict[str, Any]]) -> None:
+        """Cancel a plugin call whose gRPC call was cancelled, as PluginClientCancel does; stop its work
+        directly when PluginClientCancel cannot (an id the host chose, a graph that has moved on)."""
+        cancel = self.session.submit(self._server.internal_id(), "plugin/client/cancel", {"id": request_id})
+        if cancel.exception() is not None or not cancel.result()["cancelled"]:
+            future.cancel()
+
+    def open_stream(self) -> None:
+        """The connection's notification stream starts; `invalid_request` if it already has one."""
+        if self.streaming:
+            raise UserHostError(
+                UserHostErrorCode.INVALID_REQUEST, "this connection's notification stream is already open"
+            )
+        self.streaming = True
+        self._stop_idle()
+
+    async def next_notice(self) -> dict[str, Any] | None:
+        """The next notification's params; None once the connection has ended."""
+        notice = await self._notices.get()
+        if notice is not None:
+            self._queued_bytes -= len(orjson.dumps(notice))
+        return notice
+
+    def idle(self) -> None:
+        """Start the idle timer if the connection has neither its stream open nor a call in flight."""
+        self._stop_idle()
+        if self._calls == 0 and not self.streaming and self.id in self._server.connections:
+            self._idle = asyncio.get_running_loop().call_later(self._server.idle_timeout, self._expire)
+
+    def _stop_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _expire(self) -> None:
+        log.info("idle connection ended", extra={"transport": "grpc", "seconds": self._server.idle_timeout})
+        self.session.detach()
+
+    def _send(self, message: dict[str, Any]) -> None:
+        """The session's outgoing message: a notification, queued for the stream within the bound."""
+        if message.get("method") != NOTIFICATIONS.method:
+            log.warning("a notification without an rpc is dropped", extra={"method": message.get("method")})
+            return
+        params: dict[str, Any] = message["params"]
+        size = len(orjson.dumps(params))
+        if self._queued_bytes + size > self._server.max_queued_bytes:
+            # The client does not keep up: it is disconnected, and nobody else waits for it.
+            self.overflowed = True
+            asyncio.get_running_loop().call_soon(self.session.detach)
+            return
+        self._queued_bytes += size
+        self._notices.put_nowait(params)
+
+    def _closed(self) -> None:
+        """The session has ended: the stream ends after what is queued, and the name is forgotten."""
+        self._stop_idle()
+        self._server.connections.pop(self.id, None)
+        self._notices.put_nowait(None)
+
+
+def _unanswered(future: asyncio.Future[dict[str, Any]]) -> None:
+    """Take the outcome of a call nobody waits for any more, so that its error is not reported as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
+# --- the server ----------------------------------------------------------------------------------------
+
+
+class GrpcServer:
+    """Serves a user host's clients over gRPC. Start it with `GrpcServer.start`."""
+
+    def __init__(
+        self, host: UserHost, address: GrpcAddress, idle_timeout: float, max_queued_bytes: int
+    ) -> None:
+        self.host = host
+        self.address = address
+        self.idle_timeout = idle_timeout
+        self.max_queued_bytes = max_queued_bytes
+        self.connections: dict[str, _Connection] = {}
+        """The open connections by their `wuu-connection` name."""
+        # Ids for calls without `wuu-rpc-id`: above every JsonRpcId, so no client id collides with them
+        # and no PluginClientCancel can name them.
+        self._internal_ids = itertools.count(MAX_INTEGER_ID + 1)
+        self._health = health_aio.HealthServicer()
+        self._server = grpc.aio.server(
+            options=[*MESSAGE_OPTIONS, ("grpc.so_reuseport", 0)]  # a port in use fails the start
+        )
+
+    @classmethod
+    async def start(
+        cls,
+        host: UserHost,
+        address: str | GrpcAddress,
+        *,
+        idle_timeout: float = DEFAULT_IDLE_SECONDS,
+        max_queued_bytes: int = DEFAULT_OUTBOX_BYTES,
+    ) -> GrpcServer:
+        """Serve `host` on `address` (`unix:PATH` or a loopback `IP:PORT`).
+
+        GrpcAddressError for another address; SocketInUse when the socket's path cannot be used safely;
+        OSError when the TCP port cannot be bound. `address` of the result has the bound port.
+        """
+        parsed = GrpcAddress.parse(address) if isinstance(address, str) else address
+        server = cls(host, parsed, idle_timeout, max_queued_bytes)
+        await server._listen()
+        return server
+
+    async def _listen(self) -> None:
+        if self.address.socket is not None:
+            await prepare_socket_path(self.address.socket)
+        handlers = {rpc.name: self._unary_handler(rpc) for rpc in RPCS.values()}
+        handlers[NOTIFICATIONS.name] = grpc.unary_stream_rpc_method_handler(
+            self._notifications,
+            request_deserializer=NOTIFICATIONS.request.FromString,
+            response_serializer=NOTIFICATIONS.response.SerializeToString,
+        )
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        try:
+            port = self._server.add_insecure_port(self.address.target)
+        except RuntimeError as error:
+            port, reason = 0, str(error)
+        else:
+            reason = "the address is in use or not available"
+        if port == 0:
+            raise OSError(f"{self.address}: cannot listen: {reason}")
+        if self.address.socket is None:
+            self.address = GrpcAddress(host=self.address.host, port=port)
+        await self._server.start()
+        if self.address.socket is not None:
+            os.chmod(self.address.socket, 0o600)
+        for name in ("", SERVICE):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("listening", extra={"transport": "grpc", "address": self.address.target})
+
+    def internal_id(self) -> int:
+        """A fresh request id for a call that the client gave none."""
+        return next(self._internal_ids)
+
+    # --- calls ---------------------------------------------------------------------------------------
+
+    def _unary_handler(self, rpc: Rpc) -> grpc.RpcMethodHandler:
+        async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            return await self._unary(rpc, request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle,
+            request_deserializer=rpc.request.FromString,
+            response_serializer=rpc.response.SerializeToString,
+        )
+
+    async def _unary(self, rpc: Rpc, request: Message, context: grpc.aio.ServicerContext) -> Message:
+        metadata = dict(context.invocation_metadata() or ())
+        try:
+            request_id = self._request_id(metadata.get(RPC_ID_KEY))
+            if rpc.method == "initialize":
+                result = await self._initialize(request, request_id, metadata.get(CONNECTION_KEY), context)
+            else:
+                result = await self._connection(metadata.get(CONNECTION_KEY)).call(
+                    rpc.method, request_id, _params(request)
+                )
+            response = to_message(rpc.response, result)
+            if response.ByteSize() > USERHOST_MAX_FRAME_BYTES:
+                raise UserHostError(
+                    UserHostErrorCode.INTERNAL, f"the response of {response.ByteSize()} bytes is too large"
+                )
+        except UserHostError as error:
+            await _abort(context, error)
+        return response
+
+    def _request_id(self, text: str | None) -> RequestId:
+        """The call's JSON-RPC id from its `wuu-rpc-id`, or a fresh internal one; `invalid_request`."""
+        if text is None:
+            return self.internal_id()
+        try:
+            found = usable_id(orjson.loads(text))
+        except orjson.JSONDecodeError:
+            found = None
+        if found is None:
+            raise UserHostError(
+                UserHostErrorCode.INVALID_REQUEST,
+                f"{RPC_ID_KEY}: {text[:64]!r} is not the JSON text of a JsonRpcId",
+            )
+        return found
+
+    def _connection(self, name: str | None) -> _Connection:
+        connection = self.connections.get(name or "")
+        if connection is None:
+            raise UserHostError(
+                UserHostErrorCode.NOT_INITIALIZED,
+                f"no open connection {name!r}: call Initialize and send the {CONNECTION_KEY} it answers"
+                if name
+                else f"no {CONNECTION_KEY} metadata: call Initialize first and send the {CONNECTION_KEY} "
+                "it answers",
+            )
+        return connection
+
+    async def _initialize(
+        self, request: Message, request_id: RequestId, name: str | None, context: grpc.aio.ServicerContext
+    ) -> dict[str, Any]:
+        """Initialize: on an open connection (`already_initialized`), or opening a new one."""
+        known = self.connections.get(name or "")
+        if known is not None:
+            return await known.call("initialize", request_id, _params(request))
+        connection = _Connection(self)
+        try:
+            result = await connection.call("initialize", request_id, _params(request))
+            self.connections[connection.id] = connection
+            await context.send_initial_metadata(((CONNECTION_KEY, connection.id),))
+        except BaseException:
+            # A failed or abandoned Initialize opens no connection.
+            connection.session.detach()
+            raise
+        connection.idle()
+        log.info("connection opened", extra={"transport": "grpc", "clients": self.host.clients})
+        return result
+
+    async def _notifications(self, request: Message, context: grpc.aio.ServicerContext) -> None:
+        """PluginClientInvalidate: the connection's notifications until it ends; its end ends the connection."""
+        metadata = dict(context.invocation_metadata() or ())
+        try:
+            connection = self._connection(metadata.get(CONNECTION_KEY))
+            connection.open_stream()
+        except UserHostError as error:
+            await _abort(context, error)
+        try:
+            while (notice := await connection.next_notice()) is not None:
+                await context.write(to_message(NOTIFICATIONS.response, notice))
+        finally:
+            connection.session.detach()
+        if connection.overflowed:
+            await _abort(
+                context,
+                UserHostError(
+                    UserHostErrorCode.INTERNAL,
+                    f"the client did not keep up with its notifications (over {self.max_queued_bytes} bytes "
+                    "queued): the connection is closed",
+                ),
+            )
+
+    # --- the end -------------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop serving: health turns NOT_SERVING, every connection ends (streams end, calls in flight get
+        `cancelled`), the server stops and a Unix socket file is removed. The host goes on."""
+        await self._health.enter_graceful_shutdown()
+        for connection in list(self.connections.values()):
+            connection.session.detach()
+        await self._server.stop(CLOSE_GRACE_SECONDS)
+        if self.address.socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.address.socket.unlink()
