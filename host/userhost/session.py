@@ -98,6 +98,8 @@ def parse_params(model: type[WireModel], params: Any, prefix: str = "") -> WireM
     """Validate params strictly against their model; `invalid_params` naming the first bad field."""
     try:
         return model.model_validate_json(orjson.dumps(params), strict=True)
+    except orjson.JSONEncodeError as error:  # nested deeper than orjson writes (254 levels)
+        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error}") from None
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join([prefix, *map(str, first["loc"])] if prefix else map(str, first["loc"])) or None
