@@ -80,14 +80,18 @@ class UserHostGrpcClient(ClientSurface):
         self, method: str, params: Mapping[str, Any], *, request_id: str | int | None = None
     ) -> Frame:
         """Call the rpc of `method` with `params` (the spec's JSON) and return the JSON-RPC response it
-        stands for: a success response, or an error response with the JsonRpcError of the call's status."""
+        stands for: a success response, or an error response with the JsonRpcError of the call's status.
+
+        `request_id`, when given, is sent as the call's JSON-RPC id (`wuu-rpc-id`), for a PluginClientCancel
+        to name; without it the host picks an id (this client cancels a call by cancelling its gRPC call),
+        and the returned response carries a local one."""
         rpc = RPCS.get(method)
         if rpc is None:
             raise ValueError(f"method: no rpc of the UserHost service carries {method!r}")
         if self._lost is not None:
             raise ConnectionLost(self._lost)
         frame_id = next(self._ids) if request_id is None else request_id
-        call = self._rpcs[method](to_message(rpc.request, params), metadata=self._metadata(frame_id))
+        call = self._rpcs[method](to_message(rpc.request, params), metadata=self._metadata(request_id))
         try:
             reply = await call
         except asyncio.CancelledError:

@@ -291,9 +291,12 @@ class _Connection:
                 UserHostErrorCode.INVALID_REQUEST,
                 f"{RPC_ID_KEY}: {request_id!r} is already in flight on this connection",
             )
+        future = self.session.submit(request_id, method, params)
+        if future.done():  # answered at once: no wait, nothing to cancel
+            self.idle()  # activity: the idle timer starts over
+            return future.result()
         self._calls += 1
         self._stop_idle()
-        future = self.session.submit(request_id, method, params)
         try:
             # Shielded: cancelling the gRPC call must not cancel the work as a plain task cancel would.
             return await asyncio.shield(future)

@@ -27,6 +27,11 @@ FIGURES = (
     "start_exit_unconfined",
     "start_exit_standard",
     "export_peak_rss",
+    "userhost_rtt_p50",
+    "userhost_rtt_p99",
+    "userhost_grpc_p50",
+    "userhost_grpc_p99",
+    "userhost_clients",
 )
 TARGETED = (
     "rtt_p50",
@@ -37,6 +42,8 @@ TARGETED = (
     "start_exit_unconfined",
     "start_exit_standard",
     "export_peak_rss",
+    "userhost_rtt_p50",
+    "userhost_grpc_p50",
 )
 
 

@@ -1,4 +1,4 @@
-"""`make bench`: the native worker's speed beside a raw NDJSON echo baseline, measured in the same run.
+"""`make bench`: the native worker's and the user host's speed beside raw baselines measured in the same run.
 
 Usage: python -m tools.bench [--quick] [--json PATH] [--rounds N]    (from the repository root)
 
@@ -19,6 +19,10 @@ output streaming through `process/read` (8 MiB reads, 1 s waits) against a bare 
 the same command, cold start (spawn to the initialize reply), `process/start` of `true` to its terminal
 `process/event` (permission modes unconfined and standard) against a bare spawn and wait, and the
 worker's peak RSS above its idle size while it exports the file (VmRSS sampled, and VmHWM reset at idle).
+The user host's figures (module `userhost`): the round trip p50/p99 of a cheap request
+(`plugin/client/cancel` of an unused id, through the typed clients) on the Unix socket against a raw
+NDJSON JSON-RPC echo (`jsonrpc_echo.py`) and on gRPC against a raw grpc.aio servicer (`grpc_echo.py`),
+and the throughput of 16 clients of one socket with 64 requests in flight in all, against the same echo.
 Rows marked (diag.) have no target; they say where time goes (e.g. the worker's CPU time per pipelined
 request, from /proc/<pid>/task/*/schedstat).
 
@@ -29,5 +33,6 @@ a missed target is reported, not raised. `--quick` is a smoke run with small siz
 Modules: `__main__` (command line), `rounds` (the run, round by round), one module per family of
 figures (`round_trips`, `exports`, `streaming`, `processes`, `cold_start`, `memory`), `workers` (the
 workers under test and their clients), `config`, `samples`, `figures` (what is reported, with targets),
-`report` (the table and the machine), and `echo` (the baseline worker).
+`report` (the table and the machine), `echo` (the baseline worker), and `userhost` with its baselines
+`jsonrpc_echo` and `grpc_echo`.
 """

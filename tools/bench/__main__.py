@@ -25,7 +25,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The options: --quick, --json PATH, --rounds N."""
     parser = argparse.ArgumentParser(
         prog="python -m tools.bench",
-        description="The native worker's speed beside a raw NDJSON echo baseline, measured in the same run.",
+        description="The native worker's and the user host's speed beside raw baselines measured in the same run.",
     )
     parser.add_argument("--quick", action="store_true", help="a fast smoke run with small sizes")
     parser.add_argument("--json", default="bench.json", type=Path, help="where to write the JSON report")

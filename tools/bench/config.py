@@ -28,6 +28,7 @@ class Config:
     cold_starts: int  # per side, over all rounds
     spawns: int  # per side and mode, over all rounds
     warmup: int  # requests before the timed ones, per side and round
+    userhost_pipelined: int  # requests of the 16 user-host clients, per side and round
 
 
 FULL = Config(
@@ -40,6 +41,7 @@ FULL = Config(
     cold_starts=15,
     spawns=45,
     warmup=300,
+    userhost_pipelined=20_000,
 )
 QUICK = Config(
     rounds=1,
@@ -51,4 +53,5 @@ QUICK = Config(
     cold_starts=2,
     spawns=3,
     warmup=20,
+    userhost_pipelined=4 * IN_FLIGHT,
 )

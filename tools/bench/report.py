@@ -23,8 +23,8 @@ def number(value: float, unit: str) -> str:
 
 
 def table(found: dict[str, dict[str, Any]]) -> str:
-    """The figures as a text table: figure, native, baseline, ratio, target, result."""
-    header = ("figure", "native", "baseline", "ratio", "target", "result")
+    """The figures as a text table: figure, measured value, baseline, ratio, target, result."""
+    header = ("figure", "measured", "baseline", "ratio", "target", "result")
     rows = [header]
     for spec in FIGURES:
         figure = found[spec.key]
@@ -57,10 +57,12 @@ def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
     info = report["machine"]
     start, end = info["loadavg_at_start"][0], info["loadavg_at_end"][0]
     return (
-        f"\nnative: `python {' '.join(NATIVE_COMMAND[1:])}` through the typed WorkerClient; (diag.) rows: the "
-        "same worker through\nWorkerClient.request (no host-side models); echo: tools/bench/echo.py through "
-        "WorkerClient.request.\nValues are medians over the rounds; ratio is the median of the rounds' "
-        "native/baseline ratios.\n"
+        f"\nworker rows: `python {' '.join(NATIVE_COMMAND[1:])}` through the typed WorkerClient; (diag.) rows: "
+        "the same worker through\nWorkerClient.request (no host-side models); echo: tools/bench/echo.py through "
+        "WorkerClient.request.\nuser host rows: `python -m wuu.host.userhost serve` with no plugin, "
+        "`plugin/client/cancel` of an unused id through\nthe typed clients; NDJSON echo and gRPC echo: "
+        "tools/bench/jsonrpc_echo.py and grpc_echo.py, raw requests.\n"
+        "Values are medians over the rounds; ratio is the median of the rounds' measured/baseline ratios.\n"
         f"process/read delivered {delivered:.1%} of the output"
         + (
             ": the worker keeps only a tail of it, and a fast writer outruns the reads."

@@ -20,6 +20,7 @@ from .processes import spawn_bare, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, round_trips
 from .samples import Samples, alternate, percentile, share
 from .streaming import stream_bare, stream_native
+from .userhost import userhost_round
 from .workers import ECHO_COMMAND, NATIVE_COMMAND, SESSION, close, data_of, forget_transcript, spawn_native
 
 
@@ -28,6 +29,7 @@ class Bench:
 
     def __init__(self, config: Config, workdir: Path, log: Callable[[str], None]) -> None:
         self.config = config
+        self.workdir = workdir
         self.root = workdir / "root"
         self.root.mkdir()
         self.export_file = self.root / "export.bin"
@@ -109,6 +111,7 @@ class Bench:
         await self.spawns(native, index)
         await close(native)
         await self.cold_starts(index)
+        await userhost_round(config, samples, self.workdir / f"uh{index}", index)
 
     async def spawns(self, native: WorkerClient, index: int) -> None:
         """Round `index`'s share of process/start..exit in each mode, beside bare spawns."""
