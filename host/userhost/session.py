@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import ValidationError
 
+from wuu.generated import validators
 from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
 from wuu.generated.models import (
     PluginClientCancelParams,
@@ -102,7 +103,13 @@ def parse_params(model: type[WireModel], params: Any, prefix: str = "") -> WireM
         raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error}") from None
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join([prefix, *map(str, first["loc"])] if prefix else map(str, first["loc"])) or None
+        path = ".".join(str(part) for part in first["loc"])
+        # Pydantic's location also names the branch of a union (`id.constrained-str`); the spec's schema
+        # names the field itself.
+        found = validators.errors(model.__name__, params)
+        if found:
+            path = min(validators.error_locations(found[:1]), key=lambda where: (-len(where), where))
+        field = ".".join(part for part in (prefix, path) if part) or None
         raise UserHostError(UserHostErrorCode.INVALID_PARAMS, first["msg"], field) from None
 
 
@@ -250,6 +257,10 @@ class ClientSession:
         if not spec.user_input and params.user_input is not None:
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, f"{params.method} takes no user input", "user_input"
+            )
+        if params.user_input is not None and not params.user_input.text and not params.user_input.attachments:
+            raise UserHostError(
+                UserHostErrorCode.INVALID_PARAMS, "empty text needs an attachment", "user_input.text"
             )
         call = _Call(self, params.user_input)
         return call, self._run_plugin(spec, handler, method_params, call)
