@@ -6,11 +6,13 @@ and calls of a connection whose captured graph is no longer current.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import DEADLINE
 from tests.host.userhost.conftest import Connect
 from tests.host.userhost.plugins import FINGERPRINT, PLUGIN_ID, make_test_plugin
 from wuu.generated import validators
@@ -169,12 +171,17 @@ async def test_initialize_params_are_strict(connect: Connect, params: dict[str, 
 
 async def test_absent_params_are_empty_params(connect: Connect) -> None:
     client = await connect()
-    # No params at all: initialize's required fields are missing.
-    response = await client._peer.request({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
+
+    async def without_params(request_id: int, method: str) -> dict[str, Any]:
+        reply = client.expect_response(request_id)
+        await client.send_bytes(b'{"jsonrpc":"2.0","id":%d,"method":"%s"}\n' % (request_id, method.encode()))
+        return await asyncio.wait_for(reply, DEADLINE)
+
+    # initialize's required fields are then missing; shutdown takes none.
+    response = await without_params(1, "initialize")
     assert response["error"]["data"] == {"code": "invalid_params", "field": "protocol_version"}
     await client.initialize()
-    response = await client._peer.request({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
-    assert response == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert await without_params(2, "shutdown") == {"jsonrpc": "2.0", "id": 2, "result": {}}
 
 
 @pytest.mark.parametrize(
