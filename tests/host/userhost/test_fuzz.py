@@ -67,12 +67,21 @@ class HostProcess:
         return self.process.pid
 
 
-async def start_host(home: Path, socket: Path) -> HostProcess:
-    """Start `host_with_test_plugin` on `socket` and wait until it accepts connections."""
+async def start_host(home: Path, socket: Path, env: dict[str, str] | None = None) -> HostProcess:
+    """Start `host_with_test_plugin` on `socket` (with `env` added to the environment) and wait until it
+    accepts connections."""
     # Its log (a traceback for every request that fails on purpose) goes to a file beside its home.
     with (home.parent / "host.log").open("ab") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", HOST_MODULE, str(home), "--listen", str(socket), cwd=ROOT, stderr=log
+            sys.executable,
+            "-m",
+            HOST_MODULE,
+            str(home),
+            "--listen",
+            str(socket),
+            cwd=ROOT,
+            stderr=log,
+            env={**os.environ, **(env or {})},
         )
 
     def listening() -> bool:
