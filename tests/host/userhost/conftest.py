@@ -1,4 +1,5 @@
-"""Fixtures of the user-host tests: a started host with the test plugin, its Unix socket, and clients."""
+"""Fixtures of the user-host tests: a started host with the test plugin, its Unix socket, its gRPC server,
+and clients of each."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 from tests.host.userhost.plugins import make_test_plugin
 from wuu.host.userhost import UnixServer, UserHost
 from wuu.host.userhost.client import UserHostClient
+from wuu.host.userhost.grpc_client import UserHostGrpcClient
+from wuu.host.userhost.grpc_service import GrpcServer
 
 Connect = Callable[[], Awaitable[UserHostClient]]
+GrpcConnect = Callable[[], Awaitable[UserHostGrpcClient]]
 
 
 @pytest.fixture
@@ -64,6 +68,29 @@ async def connect(server: UnixServer) -> AsyncIterator[Connect]:
 
     async def open_client() -> UserHostClient:
         client = await UserHostClient.connect_unix(server.path)
+        clients.append(client)
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.close()
+
+
+@pytest.fixture
+async def grpc_server(host: UserHost, run_dir: Path) -> AsyncIterator[GrpcServer]:
+    """The host's gRPC server on a Unix socket."""
+    served = await GrpcServer.start(host, f"unix:{run_dir / 'grpc.sock'}")
+    yield served
+    await served.close()
+
+
+@pytest.fixture
+async def grpc_connect(grpc_server: GrpcServer) -> AsyncIterator[GrpcConnect]:
+    """Opens gRPC clients of the host (not yet initialized); every one is closed after the test."""
+    clients: list[UserHostGrpcClient] = []
+
+    async def open_client() -> UserHostGrpcClient:
+        client = await UserHostGrpcClient.connect(grpc_server.address)
         clients.append(client)
         return client
 
