@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def run_dir() -> AsyncIterator[Path]:
+def run_dir() -> Iterator[Path]:
     """A short private directory for sockets (a socket path has at most 107 bytes)."""
     path = Path(tempfile.mkdtemp(prefix="uh-"))
     yield path

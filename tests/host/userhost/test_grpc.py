@@ -28,6 +28,7 @@ from wuu.generated.catalog import USERHOST_MAX_CLIENT_TRANSPORTS, USERHOST_MAX_F
 from wuu.generated.models import (
     AgentsHistorySearchParams,
     AgentsHistorySearchResult,
+    AgentsReactParams,
     PluginClientInvalidateParams,
     UserHostShutdownParams,
 )
@@ -159,18 +160,19 @@ def search(query: str, **fields: Any) -> userhost_pb2.PluginClientRequestParams:
     return plugin_request("agents.history.search", {"session_id": "main", "query": query}, **fields)
 
 
+def react_params(seq: int) -> dict[str, Any]:
+    """`agents.react` params of message `seq`: the test plugin notifies the graph's connections of it."""
+    return {
+        "session_id": "main",
+        "message_seq": seq,
+        "emoji": "👍",
+        "expected_revision": 0,
+        "request_id": f"r{seq}",
+    }
+
+
 def react(seq: int) -> userhost_pb2.PluginClientRequestParams:
-    """`agents.react`: the test plugin notifies the graph's connections of message `seq`."""
-    return plugin_request(
-        "agents.react",
-        {
-            "session_id": "main",
-            "message_seq": seq,
-            "emoji": "👍",
-            "expected_revision": 0,
-            "request_id": f"r{seq}",
-        },
-    )
+    return plugin_request("agents.react", react_params(seq))
 
 
 def cancel(request_id: int | str) -> userhost_pb2.PluginClientCancelParams:
@@ -183,7 +185,8 @@ def cancel(request_id: int | str) -> userhost_pb2.PluginClientCancelParams:
 
 
 def result_json(result: userhost_pb2.PluginClientRequestResult) -> dict[str, Any]:
-    return json_format.MessageToDict(result.result)
+    value: dict[str, Any] = json_format.MessageToDict(result.result)
+    return value
 
 
 @pytest.fixture
@@ -259,6 +262,14 @@ async def test_a_failed_initialize_opens_no_connection(stub: UserHostStub, host:
 # --- the error table -------------------------------------------------------------------------------------
 
 Case = Callable[[UserHostStub, UserHost, str], Awaitable[Any]]
+
+
+def after_a_new_generation(stub: UserHostStub, host: UserHost, connection: str) -> Awaitable[Any]:
+    """A plugin call of a connection whose captured graph the host has replaced since its Initialize."""
+    host.replace_plugins(host.graph.plugins.values())
+    return stub.PluginClientRequest(search("x"), metadata=meta(connection))
+
+
 ERROR_CASES: list[tuple[str, str | None, Case]] = [
     ("invalid_params", "user_input", lambda s, h, c: s.PluginClientRequest(
         plugin_request("agents.send", {"session_id": "main"}), metadata=meta(c))),
@@ -277,10 +288,7 @@ ERROR_CASES: list[tuple[str, str | None, Case]] = [
     ("permission_denied", None, lambda s, h, c: s.PushRegister(
         userhost_pb2.PushRegisterParams(provider=userhost_pb2.PUSH_PROVIDER_APNS, app_id="app", token="t"),
         metadata=meta(c))),
-    ("graph_generation_changed", None, lambda s, h, c: (
-        h.replace_plugins(h.graph.plugins.values()),
-        s.PluginClientRequest(search("x"), metadata=meta(c)),
-    )[1]),
+    ("graph_generation_changed", None, lambda s, h, c: after_a_new_generation(s, h, c)),
     ("invalid_request", None, lambda s, h, c: s.PluginClientRequest(search("x"), metadata=meta(c, "7.5"))),
 ]  # fmt: skip
 
@@ -437,6 +445,32 @@ async def test_ending_the_stream_detaches_the_client(
     await client.close()
     await until(lambda: host.clients == 0, "the client's close to detach it")
     assert grpc_server.connections == {}
+
+
+async def test_a_connection_that_falls_behind_on_notifications_ends(
+    host: UserHost, run_dir: Path, connect: Connect
+) -> None:
+    # A queue bound below one notice: the first notice overflows every gRPC connection of this server.
+    served = await GrpcServer.start(host, f"unix:{run_dir / 'slow.sock'}", max_queued_bytes=1)
+    channel = grpc.aio.insecure_channel(served.address.target, options=MESSAGE_OPTIONS)
+    stub = UserHostStub(channel)
+    try:
+        streaming, quiet = await initialize(stub), await initialize(stub)
+        stream = stub.PluginClientInvalidate(empty_pb2.Empty(), metadata=meta(streaming))
+        await until(lambda: served.connections[streaming].streaming, "the stream to open")
+        reactor = await connect()  # on the Unix socket, whose queue is not bounded so tightly
+        await reactor.initialize()
+        assert host.clients == 3
+        await reactor.plugin_call(
+            "wuu.test", "agents.react", AgentsReactParams.model_validate(react_params(5))
+        )
+        (await fails(stream.read())).check("internal")
+        await until(lambda: host.clients == 1, "both gRPC connections to be disconnected")
+        (await fails(stub.PluginClientRequest(search("x"), metadata=meta(quiet)))).check("not_initialized")
+        assert reactor.lost is None
+    finally:
+        await channel.close()
+        await served.close()
 
 
 # --- the end of a connection -----------------------------------------------------------------------------

@@ -97,13 +97,13 @@ async def clients(
             await unix.close()
     else:
         served = await GrpcServer.start(host, f"unix:{run_dir / 'grpc.sock'}")
-        client = await UserHostGrpcClient.connect(served.address)
-        observer = await UserHostGrpcClient.connect(served.address)
+        client_grpc = await UserHostGrpcClient.connect(served.address)
+        observer_grpc = await UserHostGrpcClient.connect(served.address)
         try:
-            yield Clients(client, observer)
+            yield Clients(client_grpc, observer_grpc)
         finally:
-            await client.close()
-            await observer.close()
+            await client_grpc.close()
+            await observer_grpc.close()
             await served.close()
 
 
