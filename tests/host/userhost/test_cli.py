@@ -1,0 +1,206 @@
+"""`wuu-userhost serve` as a real process: its help, the flags it refuses (exit 2, naming the flag or the
+startup error code, nothing written), `WUU_HOME`, a clean stop on SIGTERM with JSON-line logs, and the end
+of a stdio-only host after EOF once its admitted work is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DEADLINE, ROOT, until
+from wuu.generated.models import AgentsHistorySearchParams
+from wuu.host.userhost.client import UserHostClient
+
+COMMAND = [str(Path(sys.executable).parent / "wuu-userhost"), "serve"]
+BINDING = ["--user-space", "local", "--product-domain", "personal"]
+FLAGS = [
+    "--user-space",
+    "--product-domain",
+    "--composition-profile",
+    "--isolation",
+    "--home",
+    "--stdio",
+    "--listen",
+    "--grpc",
+]
+
+
+def everything_under(home: Path) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(home):
+        found += [os.path.join(root, name) for name in [*dirs, *files]]
+    return found
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the command to its end (it must end by itself: it cannot start)."""
+    return subprocess.run(
+        [*COMMAND, *args], capture_output=True, text=True, timeout=DEADLINE, env=env, stdin=subprocess.DEVNULL
+    )
+
+
+def test_help_names_every_flag() -> None:
+    done = run(["--help"])
+    assert done.returncode == 0, done.stderr
+    for flag in FLAGS:
+        assert flag in done.stdout, flag
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--home", "{home}"], "--stdio"),
+        (["--home", "relative/home", "--stdio"], "--home"),
+        (["--home", "{home}", "--listen", "unix:relative.sock"], "--listen"),
+        (["--home", "{home}", "--listen", "{run}/userhost.sock"], "--listen"),
+        (["--home", "{home}", "--listen", "unix:"], "--listen"),
+        (["--home", "{home}", "--grpc", "0.0.0.0:50051"], "--grpc"),
+        (["--home", "{home}", "--grpc", "localhost:50051"], "--grpc"),
+        (["--home", "{home}", "--grpc", "127.0.0.1:99999"], "--grpc"),
+        (["--home", "{home}", "--grpc", "unix:relative.sock"], "--grpc"),
+        (["--home", "{home}", "--stdio", "--composition-profile", "nope"], "--composition-profile"),
+        (["--home", "{home}", "--stdio", "--isolation", "sandbox"], "unknown_isolation_mode"),
+        (["--home", "{home}", "--stdio", "--isolation", "verified_host"], "user_host_isolation_required"),
+        (["--home", "{home}", "--stdio", "--user-space", "../x"], "user_host_binding_required"),
+        (["--home", "{home}", "--stdio", "--product-domain", "Personal"], "user_host_binding_required"),
+    ],
+    ids=[
+        "no-transport",
+        "relative-home",
+        "relative-listen",
+        "unprefixed-listen",
+        "empty-listen",
+        "wildcard-grpc",
+        "hostname-grpc",
+        "port-grpc",
+        "relative-grpc",
+        "unknown-profile",
+        "unknown-isolation",
+        "verified-host",
+        "bad-user-space",
+        "bad-product-domain",
+    ],
+)
+def test_a_host_that_cannot_start_exits_2_naming_why_and_writes_nothing(
+    home: Path, run_dir: Path, args: list[str], named: str
+) -> None:
+    # A later flag wins over BINDING's: the binding cases override it.
+    done = run([*BINDING, *(arg.format(home=home, run=run_dir) for arg in args)])
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert everything_under(home) == []
+    assert list(run_dir.iterdir()) == []
+
+
+def test_a_missing_binding_flag_exits_2_naming_it(home: Path) -> None:
+    for missing, given in [
+        ("--user-space", ["--product-domain", "personal"]),
+        ("--product-domain", ["--user-space", "local"]),
+    ]:
+        done = run([*given, "--home", str(home), "--stdio"])
+        assert done.returncode == 2 and missing in done.stderr, done.stderr
+    assert everything_under(home) == []
+
+
+def test_a_relative_wuu_home_exits_2_naming_it(run_dir: Path) -> None:
+    done = run([*BINDING, "--stdio"], env={**os.environ, "WUU_HOME": "relative/home"})
+    assert done.returncode == 2 and "WUU_HOME" in done.stderr, done.stderr
+
+
+async def start(args: list[str], env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *COMMAND, *args, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env
+    )
+
+
+async def listening(process: asyncio.subprocess.Process, path: Path) -> None:
+    def ready() -> bool:
+        assert process.returncode is None, f"the host ended with {process.returncode}"
+        return path.exists()
+
+    await until(ready, f"the host to listen on {path}")
+
+
+async def test_sigterm_stops_a_listening_host_cleanly_with_json_logs(tmp_path: Path, run_dir: Path) -> None:
+    home, path = tmp_path / "wuu-home", run_dir / "userhost.sock"
+    # No --home: WUU_HOME is the home.
+    process = await start([*BINDING, "--listen", f"unix:{path}"], env={**os.environ, "WUU_HOME": str(home)})
+    try:
+        await listening(process, path)
+        client = await UserHostClient.connect_unix(path)
+        init = await client.initialize()
+        assert (init.user_space_id, init.product_domain) == ("local", "personal")
+        assert init.user_host_isolation.to_wire() == {"memory": "logical", "host": "unverified"}
+        await client.close()
+        assert (home / "user-spaces" / "local" / "personal" / "state").is_dir()
+        process.send_signal(signal.SIGTERM)
+        assert process.stderr is not None
+        stderr = await asyncio.wait_for(process.stderr.read(), DEADLINE)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert not path.exists()
+    entries = [json.loads(line) for line in stderr.decode().splitlines()]
+    assert entries, "the host logged nothing"
+    for entry in entries:
+        assert isinstance(entry["level"], str) and isinstance(entry["message"], str), entry
+    messages = [entry["message"] for entry in entries]
+    assert "user host started" in messages and "listening" in messages and "user host closed" in messages
+
+
+async def test_a_live_host_on_the_socket_makes_the_second_exit_2(home: Path, run_dir: Path) -> None:
+    path = run_dir / "userhost.sock"
+    process = await start([*BINDING, "--home", str(home), "--listen", f"unix:{path}"])
+    try:
+        await listening(process, path)
+        other = await start([*BINDING, "--home", str(home), "--listen", f"unix:{path}"])
+        assert other.stderr is not None
+        stderr = await asyncio.wait_for(other.stderr.read(), DEADLINE)
+        assert await asyncio.wait_for(other.wait(), DEADLINE) == 2
+        assert b"--listen" in stderr and b"already answers" in stderr
+        assert path.exists() and process.returncode is None  # the first host is untouched
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
+
+
+async def test_a_stdio_host_answers_and_exits_0_after_eof(home: Path) -> None:
+    client = await UserHostClient.spawn([*COMMAND, *BINDING, "--home", str(home), "--stdio"])
+    try:
+        init = await client.initialize()
+        assert (init.user_space_id, init.graph_generation, init.plugins) == ("local", 1, [])
+    finally:
+        await client.close()
+    assert client.process is not None and client.process.returncode == 0
+
+
+async def test_a_stdio_host_ends_after_eof_once_its_admitted_work_is_done(home: Path) -> None:
+    # `wuu-userhost` loads no plugin that admits work: the test host process serves stdio the same way.
+    client = await UserHostClient.spawn(
+        [sys.executable, "-m", "tests.host.userhost.fixtures.host_with_test_plugin", str(home), "--stdio"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    done = home / "user-spaces" / "local" / "personal" / "state" / "done"
+    assert client.process is not None
+    try:
+        await client.initialize()
+        search = AgentsHistorySearchParams(session_id="main", query="admit:done:1")
+        await client.plugin_call("wuu.test", "agents.history.search", search)
+        await client.close()  # EOF; waits for the process
+    finally:
+        if client.process.returncode is None:
+            client.process.kill()
+            await client.process.wait()
+    assert client.process.returncode == 0
+    assert done.read_text() == "done"  # the process ended only after the work had written it
