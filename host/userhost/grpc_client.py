@@ -4,6 +4,7 @@ NDJSON client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from collections.abc import Mapping
@@ -156,8 +157,15 @@ class UserHostGrpcClient(ClientSurface):
     # --- the end -------------------------------------------------------------------------------
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Close the connection: its notification stream ends (the host detaches this client, as at EOF),
-        then the channel, giving calls still in flight up to `timeout` seconds."""
+        """Close the connection: a Shutdown detaches this client from the host, its notification stream
+        ends, then the channel, giving calls still in flight up to `timeout` seconds.
+
+        The Shutdown is what ends an open connection for sure: the end of the stream alone would not when
+        the stream's call has not yet reached the host, and the host would keep the connection until its
+        idle timeout."""
+        if self._lost is None and self.connection_id is not None:
+            with contextlib.suppress(ConnectionLost, grpc.aio.AioRpcError):
+                await self.request("shutdown", {})
         self._lost = self._lost or "the client closed the connection"
         if self._stream is not None:
             self._stream.cancel()
