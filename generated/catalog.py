@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Final
 
 from .models import (
+    AgentsHistoryReadParams,
+    AgentsHistoryReadResult,
     AgentsHistorySearchParams,
     AgentsHistorySearchResult,
     AgentsMainSessionParams,
@@ -261,6 +263,17 @@ USERHOST_METHODS: Final[Mapping[str, MethodSpec]] = {
         optional=True,
         capability=None,
         description="Personal (`wuu.personal`): rereads the current reactions of up to 100 messages.",
+        user_input=False,
+    ),
+    "agents.history.read": MethodSpec(
+        method="agents.history.read",
+        direction="client_to_host",
+        kind="plugin_request",
+        params=AgentsHistoryReadParams,
+        result=AgentsHistoryReadResult,
+        optional=True,
+        capability=None,
+        description="Personal (`wuu.personal`): reads the main conversation's history page by page, newest first, with reactions, attachment metadata and open questions.",
         user_input=False,
     ),
     "agents.history.search": MethodSpec(

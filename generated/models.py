@@ -84,6 +84,31 @@ class ActorKind(StrEnum):
     """
 
 
+class AgentsHistoryReadParams(WireModel):
+    """
+    Reads the public conversation projection of the main conversation page by page, newest first: the same messages search covers (visible user and assistant text, never hidden reasoning or execution-tool records), with their reactions, eligibility, attachment metadata and open questions. Pages are addressed by history sequence, so a page stays the same while newer messages arrive, and a sequence returned by search opens the history at that message (`before_seq` one past it).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    before_seq: Annotated[
+        int | None,
+        Field(ge=1, json_schema_extra={"x-not-null": True}, le=9223372036854775807),
+    ] = None
+    """
+    Exclusive upper bound on `message_seq`: the page holds the newest messages older than it. Absent: the newest messages of the conversation.
+    """
+    page_size: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=100)] = 50
+    """
+    The most messages in one page.
+    """
+
+
 class AgentsHistorySearchParams(WireModel):
     """
     Searches the public conversation projection of the main conversation: visible user and assistant text only, never hidden reasoning or execution-tool records. The time bounds apply before pagination. Matches are returned newest first (descending `message_seq`); how text matches `query` (tokenization, case folding) is the provider's.
@@ -4508,6 +4533,24 @@ class UserQuestionDismissResult(WireModel):
     replayed: bool
     """
     True when this request repeated the `request_id` of the saved decision, which is returned unchanged.
+    """
+
+
+class AgentsHistoryReadResult(WireModel):
+    """
+    One page of the main conversation's history.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    messages: Annotated[list[HistoryMessage], Field(max_length=100)]
+    """
+    The page's messages, newest first (descending `message_seq`).
+    """
+    next_before_seq: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The `before_seq` of the next (older) page: the `message_seq` of this page's oldest message; null when no older message exists.
     """
 
 

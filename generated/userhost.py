@@ -3,6 +3,8 @@
 """The models of spec/schema/userhost/."""
 
 from .models import (
+    AgentsHistoryReadParams,
+    AgentsHistoryReadResult,
     AgentsHistorySearchParams,
     AgentsHistorySearchResult,
     AgentsMainSessionParams,
@@ -63,6 +65,8 @@ from .models import (
 )
 
 __all__ = [
+    "AgentsHistoryReadParams",
+    "AgentsHistoryReadResult",
     "AgentsHistorySearchParams",
     "AgentsHistorySearchResult",
     "AgentsMainSessionParams",

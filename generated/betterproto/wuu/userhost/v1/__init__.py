@@ -6,6 +6,8 @@
 # This file has been @generated
 
 __all__ = (
+    "AgentsHistoryReadParams",
+    "AgentsHistoryReadResult",
     "AgentsHistorySearchParams",
     "AgentsHistorySearchResult",
     "AgentsMainSessionParams",
@@ -536,6 +538,58 @@ class UserQuestionStatus(betterproto2.Enum):
             "USER_QUESTION_STATUS_ANSWERED": 1,
             "USER_QUESTION_STATUS_DISMISSED": 2,
         }
+
+
+@dataclass(eq=False, repr=False)
+class AgentsHistoryReadParams(betterproto2.Message):
+    """
+    Reads the public conversation projection of the main conversation page by page, newest first: the same
+    messages search covers (visible user and assistant text, never hidden reasoning or execution-tool records),
+    with their reactions, eligibility, attachment metadata and open questions. Pages are addressed by history
+    sequence, so a page stays the same while newer messages arrive, and a sequence returned by search opens the
+    history at that message (`before_seq` one past it).
+    """
+
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not
+    own gets `not_found`.
+    """
+
+    before_seq: "int | None" = betterproto2.field(2, betterproto2.TYPE_INT64, optional=True)
+    """
+    Exclusive upper bound on `message_seq`: the page holds the newest messages older than it. Absent: the
+    newest messages of the conversation.
+    """
+
+    page_size: "int | None" = betterproto2.field(3, betterproto2.TYPE_INT32, optional=True)
+    """
+    The most messages in one page.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "AgentsHistoryReadParams", AgentsHistoryReadParams)
+
+
+@dataclass(eq=False, repr=False)
+class AgentsHistoryReadResult(betterproto2.Message):
+    """
+    One page of the main conversation's history.
+    """
+
+    messages: "list[HistoryMessage]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The page's messages, newest first (descending `message_seq`).
+    """
+
+    next_before_seq: "int | None" = betterproto2.field(2, betterproto2.TYPE_INT64, optional=True)
+    """
+    The `before_seq` of the next (older) page: the `message_seq` of this page's oldest message; null when no
+    older message exists.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "AgentsHistoryReadResult", AgentsHistoryReadResult)
 
 
 @dataclass(eq=False, repr=False)

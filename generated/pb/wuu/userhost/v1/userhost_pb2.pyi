@@ -378,6 +378,24 @@ class AgentsHistorySearchResult(_message.Message):
     next_page_token: str
     def __init__(self, messages: _Optional[_Iterable[_Union[HistoryMessage, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class AgentsHistoryReadParams(_message.Message):
+    __slots__ = ("session_id", "before_seq", "page_size")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    before_seq: int
+    page_size: int
+    def __init__(self, session_id: _Optional[str] = ..., before_seq: _Optional[int] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class AgentsHistoryReadResult(_message.Message):
+    __slots__ = ("messages", "next_before_seq")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[HistoryMessage]
+    next_before_seq: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[HistoryMessage, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
+
 class HistoryMessage(_message.Message):
     __slots__ = ("message_seq", "role", "text", "created_at", "reaction_eligible", "reactions", "attachments", "question_id")
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
