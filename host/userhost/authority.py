@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,20 @@ class StorageLayout:
         return cls(home / "user-spaces" / user_space_id / product_domain)
 
 
+@dataclass(frozen=True)
+class Composition:
+    """What a composition module adds to a host: its plugins, and how to release its state when the host
+    closes (after the host's admitted work has stopped)."""
+
+    plugins: Sequence[Plugin]
+    close: Callable[[], Awaitable[None]] | None = None
+
+
+Composer = Callable[["UserHost"], Awaitable[Composition]]
+"""Builds a composition module on a started host, once the space's storage exists (a durable store opens
+its files here, never before the host's binding and isolation checks)."""
+
+
 class UserHost:
     """One user host's execution authority. Build it with `UserHost.start`."""
 
@@ -94,6 +108,7 @@ class UserHost:
         self._graph = Graph(1, _by_id(plugins))
         self._sessions: set[ClientSession] = set()
         self._work: set[asyncio.Task[None]] = set()
+        self._closers: list[Callable[[], Awaitable[None]]] = []
         self._closed = False
 
     @classmethod
@@ -108,11 +123,14 @@ class UserHost:
         verifier: IsolationVerifier | None = None,
         plugins: Iterable[Plugin] = (),
         services: HostServices | None = None,
+        compose: Sequence[Composer] = (),
     ) -> UserHost:
-        """Bind a host to one user space and product domain, check its isolation, then create its storage.
+        """Bind a host to one user space and product domain, check its isolation, then create its storage
+        and build the composition: the `plugins` given, then each module of `compose` in order.
 
         Raises UserHostStartError (`user_host_binding_required`, `unknown_isolation_mode`,
-        `user_host_isolation_required`) before anything is written under `home`.
+        `user_host_isolation_required`) before anything is written under `home`. A module that fails to
+        build fails the start; the modules built before it are closed.
         """
         if not _pattern("user_space_id").fullmatch(user_space_id or ""):
             raise UserHostStartError(
@@ -155,6 +173,17 @@ class UserHost:
             plugins=plugins,
             services=services or NoHostServices(),
         )
+        composed = list(host._graph.plugins.values())
+        try:
+            for module in compose:
+                composition = await module(host)
+                composed.extend(composition.plugins)
+                if composition.close is not None:
+                    host._closers.append(composition.close)
+                host._graph = Graph(1, _by_id(composed))
+        except BaseException:
+            await host.close()
+            raise
         log.info(
             "user host started",
             extra={"user_space_id": user_space_id, "product_domain": product_domain, "isolation": mode.value},
@@ -247,6 +276,9 @@ class UserHost:
         for task in list(self._work):
             task.cancel()
         await asyncio.gather(*self._work, return_exceptions=True)
+        for close in reversed(self._closers):
+            await close()
+        self._closers.clear()
         log.info("user host closed")
 
 

@@ -20,22 +20,23 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from wuu.generated.models import UserHostIsolationMode
 
-from .authority import UserHost
+from .authority import Composer, UserHost
 from .errors import UserHostStartError
 from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .personal import StoreError, StoreVersionError, personal
 from .stdio import serve_stdio
 from .unix import SocketInUse, UnixServer
 
 log = logging.getLogger("wuu.host.userhost")
 
-# The composition profiles this installation can compose, by name (none yet ships a plugin).
-COMPOSITION_PROFILES: dict[str, list[Any]] = {}
+# The composition profiles this installation can compose, by name: each gives the modules to build.
+COMPOSITION_PROFILES: dict[str, Callable[[], list[Composer]]] = {"personal": lambda: [personal()]}
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({})))
 
 
@@ -75,7 +76,9 @@ def parser() -> argparse.ArgumentParser:
         "--product-domain", required=True, metavar="DOMAIN", help="the product domain (for example personal)"
     )
     serve.add_argument(
-        "--composition-profile", metavar="NAME", help="the composition to load (none by default)"
+        "--composition-profile",
+        metavar="NAME",
+        help="the composition to load: personal (the Personal plugin and its store); none by default",
     )
     serve.add_argument(
         "--isolation",
@@ -123,7 +126,7 @@ async def serve(args: argparse.Namespace) -> int:
     except GrpcAddressError as error:
         raise UsageError(f"--grpc: {error}") from None
     home = _home(args.home)
-    plugins: list[Any] = []
+    modules: list[Composer] = []
     if args.composition_profile is not None:
         if args.composition_profile not in COMPOSITION_PROFILES:
             known = ", ".join(sorted(COMPOSITION_PROFILES)) or "none"
@@ -131,14 +134,14 @@ async def serve(args: argparse.Namespace) -> int:
                 f"--composition-profile: no profile {args.composition_profile!r} in this installation "
                 f"(available: {known})"
             )
-        plugins = COMPOSITION_PROFILES[args.composition_profile]
+        modules = COMPOSITION_PROFILES[args.composition_profile]()
     host = await UserHost.start(
         user_space_id=args.user_space,
         product_domain=args.product_domain,
         home=home,
         composition_profile=args.composition_profile,
         isolation=args.isolation,
-        plugins=plugins,
+        compose=modules,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -190,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"wuu-userhost: {error}", file=sys.stderr)
         return 2
-    except UserHostStartError as error:
+    except (UserHostStartError, StoreError, StoreVersionError) as error:
         print(f"wuu-userhost: {error}", file=sys.stderr)
         return 2
     except OSError as error:

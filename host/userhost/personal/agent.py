@@ -1,0 +1,185 @@
+"""The main agent of the Personal conversation, behind an interface: the host runs its steps, assembles the
+model context of each (which is where input receipts get `read_at`) and saves what it says.
+
+An `Agent` is given an `AgentStep`: the inputs that wait for it, the recent history and the owner's reaction
+changes since its last step. It calls `assemble` with the messages it puts before its model; the host
+records `read_at` for exactly the admitted inputs among them whose client input ID and history sequence are
+those of their receipts, and gives back the `ModelContext` a model adapter would receive. Then it saves
+replies (`reply`) and reacts to user messages (`react`, the seed's `react_to_message`). Nothing a client,
+a plugin response or a receipt field says can set `read_at`: only `assemble` does.
+
+`StandInAgent` is the bundled agent: a deterministic stand-in for a model, named as such, used by the tests
+and the demo. A real model plugs in through the same interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from wuu.generated.models import ReactionActor, ReactionState
+
+from ..errors import UserHostError
+from .provider import ContextMessage, ReactionChange, SessionDomain
+
+log = logging.getLogger("wuu.host.userhost.personal")
+
+CONTEXT_MESSAGES = 50
+"""The most history messages a step is offered."""
+REACTION_CHANGES = 24
+"""The most recently changed reaction targets a step is shown (seed 003)."""
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """What a step puts before the model: messages in history order and the owner's reaction changes."""
+
+    messages: tuple[ContextMessage, ...]
+    reactions: tuple[ReactionChange, ...]
+
+
+class AgentStep:
+    """One step of the main agent, made by the host."""
+
+    def __init__(
+        self,
+        store: SessionDomain,
+        session_id: str,
+        clock: Callable[[], datetime],
+        pending: Sequence[ContextMessage],
+        history: Sequence[ContextMessage],
+        reactions: Sequence[ReactionChange],
+        reactions_mark: int,
+    ) -> None:
+        self.session_id = session_id
+        self.pending = tuple(pending)
+        """The admitted inputs no model context has included yet, oldest first."""
+        self.history = tuple(history)
+        """The recent visible messages, oldest first (the pending inputs among them)."""
+        self.reactions = tuple(reactions)
+        """The owner's reaction changes since the last step that showed them, newest first: current state
+        only, at most 24. They are expression, not instructions or consent."""
+        self._store = store
+        self._clock = clock
+        self._reactions_mark = reactions_mark
+        self.replies: list[int] = []
+
+    async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
+        """Assemble the model context from these messages (and this step's reaction changes): the host
+        records `read_at` for every admitted input among them, matched by its exact client input ID and
+        history sequence."""
+        included = [
+            (message.client_input_id, message.message_seq)
+            for message in messages
+            if message.role == "user" and message.client_input_id is not None
+        ]
+        if included:
+            await self._store.record_read(self.session_id, included, self._clock())
+        if self.reactions:
+            await self._store.reaction_changes_seen(self.session_id, self._reactions_mark)
+        return ModelContext(tuple(messages), self.reactions)
+
+    async def reply(self, text: str) -> int:
+        """Save one assistant message of the main conversation; its history sequence."""
+        seq = await self._store.append_assistant(self.session_id, text, self._clock())
+        self.replies.append(seq)
+        return seq
+
+    async def react(self, message_seq: int, emoji: str | None) -> ReactionState:
+        """React to a saved user message as the main assistant (`react_to_message`), or clear the reaction
+        with None. UserHostError `not_reaction_target` for any other message."""
+        written = await self._store.react(
+            ReactionActor.AGENT,
+            self.session_id,
+            message_seq,
+            emoji,
+            None,
+            f"agent-{secrets.token_hex(12)}",
+            self._clock(),
+        )
+        return written.state
+
+
+class Agent(Protocol):
+    """The main agent of the Personal conversation."""
+
+    async def step(self, step: AgentStep) -> None:
+        """Take one step: assemble a context, then reply or react (or neither)."""
+
+
+class StandInAgent:
+    """A deterministic stand-in for a model (not a model): each step puts the whole offered history before
+    its "model" and answers the newest waiting input with `Received: <its text>`."""
+
+    async def step(self, step: AgentStep) -> None:
+        await step.assemble(step.history)
+        if step.pending:
+            newest = step.pending[-1]
+            await step.reply(f"Received: {newest.text}" if newest.text else "Received your attachments.")
+
+
+class MainAgentLoop:
+    """Runs the agent's steps as admitted work of the host: woken by each admitted input, it steps while
+    inputs wait, one step at a time. A step that leaves its inputs waiting (the agent did not include them)
+    is not repeated until the next wake, so an agent that never reads cannot spin."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionDomain,
+        clock: Callable[[], datetime],
+        admit: Callable[[Coroutine[Any, Any, None]], None],
+    ) -> None:
+        self._agent = agent
+        self._store = store
+        self._clock = clock
+        self._admit = admit
+        self._running = False
+        self._again = False
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def wake(self) -> None:
+        """Inputs may be waiting: run steps as admitted work unless a run is already going."""
+        if self._running:
+            self._again = True
+            return
+        self._running = True
+        self.idle.clear()
+        self._admit(self._run())
+
+    async def _run(self) -> None:
+        try:
+            try:
+                session_id = await self._store.main_session()
+            except UserHostError as error:
+                log.error("the main agent has no conversation to step: %s", error)
+                return
+            while True:
+                self._again = False
+                waiting = await self._store.pending_inputs(session_id)
+                if waiting:
+                    await self._step(session_id, waiting)
+                    if self._again or (await self._store.pending_inputs(session_id)) != waiting:
+                        continue
+                if not self._again:
+                    break
+        finally:
+            self._running = False
+            self.idle.set()
+
+    async def _step(self, session_id: str, waiting: Sequence[int]) -> None:
+        history = await self._store.context(session_id, CONTEXT_MESSAGES)
+        by_seq = {message.message_seq: message for message in history}
+        pending = [by_seq[seq] for seq in waiting if seq in by_seq]
+        changes, mark = await self._store.reaction_changes(session_id, REACTION_CHANGES)
+        step = AgentStep(self._store, session_id, self._clock, pending, history, changes, mark)
+        try:
+            await self._agent.step(step)
+        except Exception:
+            log.exception("the main agent's step failed", extra={"session_id": session_id})

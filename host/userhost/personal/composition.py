@@ -1,0 +1,73 @@
+"""The shipped Personal composition: the `wuu.personal` plugin on a selected `session.domain` provider, with
+the `wuu.client-input-receipts` observer and the main agent.
+
+    host = await UserHost.start(..., composition_profile="personal", compose=[personal()])
+
+The bundled provider is the SQLite store in the space's state folder; an embedding selects another with
+`provider=`. Without the receipts observer (`input_receipts=False`, as a custom module list that leaves it
+out) no input is admitted, and the receipts already saved stay readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from ..authority import Composer, Composition
+from .agent import Agent, MainAgentLoop, StandInAgent
+from .attachments import AttachmentFiles
+from .plugin import PersonalPlugin
+from .provider import SessionDomain
+from .sqlite.store import SqliteSessionDomain
+
+if TYPE_CHECKING:
+    from ..authority import UserHost
+
+ProviderFactory = Callable[["UserHost", datetime], Awaitable[SessionDomain]]
+"""Opens the `session.domain` provider of a started host."""
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def sqlite_provider(host: UserHost, now: datetime) -> SessionDomain:
+    """The bundled provider: `<state>/personal.sqlite`."""
+    return await SqliteSessionDomain.open(host.layout.state, host.user_space_id, host.product_domain, now)
+
+
+def personal(
+    *,
+    agent: Agent | None = None,
+    provider: ProviderFactory = sqlite_provider,
+    input_receipts: bool = True,
+    clock: Callable[[], datetime] = _now,
+    started: Callable[[PersonalPlugin], None] | None = None,
+) -> Composer:
+    """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `started` is given the
+    plugin once it is built (an embedding drives its agent and reads its state through it)."""
+
+    async def compose(host: UserHost) -> Composition:
+        store = await provider(host, clock())
+        try:
+            loop = MainAgentLoop(agent or StandInAgent(), store, clock, host.admit)
+            plugin = PersonalPlugin(
+                store=store,
+                files=AttachmentFiles(host.layout.files),
+                agent=loop,
+                notify=host.notify,
+                graph_generation=lambda: host.graph.generation,
+                clock=clock,
+                input_receipts=input_receipts,
+            )
+        except BaseException:
+            await store.close()
+            raise
+        if input_receipts:
+            loop.wake()  # inputs admitted before a restart that no context has included yet
+        if started is not None:
+            started(plugin)
+        return Composition([plugin.plugin()], store.close)
+
+    return compose

@@ -1,0 +1,324 @@
+"""The Personal plugin (`wuu.personal`): the client methods of spec/schema/userhost/personal.schema.json on a
+`session.domain` provider.
+
+The host has validated each call's params against the spec (limits included) before a handler runs; the
+handlers check what needs the call or the store: the session (only the main conversation, and only in this
+space), the attachments' content against their declared size and digest, the emoji, page tokens and
+offsets. Admission is idempotent by business request ID and acknowledged only once durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TypeVar
+
+import emoji as emoji_data
+import orjson
+
+from wuu.generated.models import (
+    AgentsHistoryReadParams,
+    AgentsHistoryReadResult,
+    AgentsHistorySearchParams,
+    AgentsHistorySearchResult,
+    AgentsMainSessionParams,
+    AgentsMainSessionResult,
+    AgentsReactionsParams,
+    AgentsReactionsResult,
+    AgentsReactParams,
+    AgentsReactResult,
+    AgentsReceiptsParams,
+    AgentsReceiptsResult,
+    AgentsSendParams,
+    AgentsSendResult,
+    HostSessionAttachmentReadParams,
+    HostSessionAttachmentReadResult,
+    PluginClientInvalidateParams,
+    ReactionActor,
+    UserHostErrorCode,
+    UserInput,
+)
+
+from ..errors import UserHostError
+from ..plugins import Plugin, PluginCall
+from .agent import MainAgentLoop
+from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
+from .provider import Admission, SessionDomain, Submission
+from .sqlite.store import micros
+
+log = logging.getLogger("wuu.host.userhost.personal")
+
+PLUGIN_ID = "wuu.personal"
+FINGERPRINT = "wuu.personal/1"
+HISTORY_PAGE = 50
+SEARCH_PAGE = 20
+ATTACHMENT_CHUNK = 262_144
+T = TypeVar("T")
+
+
+@dataclass
+class PersonalPlugin:
+    """The plugin's state: its provider, the space's attachment files, the main agent's loop and the host's
+    notices. `input_receipts` is the `wuu.client-input-receipts` observer: without it no input is admitted."""
+
+    store: SessionDomain
+    files: AttachmentFiles
+    agent: MainAgentLoop
+    notify: Callable[[PluginClientInvalidateParams], object]
+    graph_generation: Callable[[], int]
+    clock: Callable[[], datetime]
+    input_receipts: bool = True
+
+    def plugin(self) -> Plugin:
+        """The plugin as the composition graph lists it."""
+        return Plugin(
+            PLUGIN_ID,
+            FINGERPRINT,
+            {
+                "agents.main_session": self.main_session,
+                "agents.send": self.send,
+                "agents.receipts": self.receipts,
+                "agents.react": self.react,
+                "agents.reactions": self.reactions,
+                "agents.history.read": self.history_read,
+                "agents.history.search": self.history_search,
+                "host.session.attachment.read": self.attachment_read,
+            },
+        )
+
+    async def _main(self, session_id: str) -> str:
+        """The session ID if it is the main conversation; `not_found` for any other."""
+        main = await self.store.main_session()
+        if session_id != main:
+            raise UserHostError(
+                UserHostErrorCode.NOT_FOUND, f"session {session_id} is not this space's main conversation"
+            )
+        return main
+
+    # --- the methods -------------------------------------------------------------------------------
+
+    async def main_session(
+        self, params: AgentsMainSessionParams, call: PluginCall
+    ) -> AgentsMainSessionResult:
+        return AgentsMainSessionResult(session_id=await self.store.main_session())
+
+    async def send(self, params: AgentsSendParams, call: PluginCall) -> AgentsSendResult:
+        user_input = call.user_input
+        assert user_input is not None  # the host requires it for this method
+        session_id = await self._main(params.session_id)
+        if not self.input_receipts:
+            raise UserHostError(
+                UserHostErrorCode.INPUT_RECEIPTS_UNAVAILABLE,
+                "the wuu.client-input-receipts observer is not selected in this composition",
+            )
+        attachments = user_input.attachments or []
+        decoded = await asyncio.to_thread(decode, attachments) if attachments else []
+        submission = Submission(
+            session_id=session_id,
+            plugin_id=PLUGIN_ID,
+            client_input_id=user_input.client_input_id,
+            request_id=user_input.request_id,
+            text=user_input.text,
+            text_sha256=hashlib.sha256(user_input.text.encode()).hexdigest(),
+            attachments=(),
+            binding_digest=binding_digest(session_id, user_input),
+        )
+        if await self.store.receipt(user_input.request_id) is not None:
+            return _sent(await self.store.admit(submission, self.clock()))  # a replay, or a conflict
+        if call.revoked.is_set():
+            raise UserHostError(UserHostErrorCode.CANCELLED, "the call lost its foreground authority")
+        staged = await asyncio.to_thread(self.files.stage, decoded) if decoded else []
+        try:
+            admission = await _durably(
+                self.store.admit(replace(submission, attachments=staged), self.clock())
+            )
+        except BaseException:
+            self.files.discard(staged)
+            raise
+        if admission.replayed:
+            self.files.discard(staged)  # a concurrent retry admitted it first
+        else:
+            self.agent.wake()
+        return _sent(admission)
+
+    async def receipts(self, params: AgentsReceiptsParams, call: PluginCall) -> AgentsReceiptsResult:
+        session_id = await self._main(params.session_id)
+        return AgentsReceiptsResult(receipts=await self.store.receipts(session_id, params.client_input_ids))
+
+    async def react(self, params: AgentsReactParams, call: PluginCall) -> AgentsReactResult:
+        if params.emoji is not None and not emoji_data.is_emoji(params.emoji):
+            raise UserHostError(
+                UserHostErrorCode.INVALID_PARAMS, "emoji is not one Unicode emoji", "params.emoji"
+            )
+        session_id = await self._main(params.session_id)
+        written = await _durably(
+            self.store.react(
+                ReactionActor.OWNER,
+                session_id,
+                params.message_seq,
+                params.emoji,
+                params.expected_revision,
+                params.request_id,
+                self.clock(),
+            )
+        )
+        if not written.replayed:
+            self._invalidate(session_id, params.message_seq)
+        return AgentsReactResult(
+            session_id=session_id,
+            message_seq=params.message_seq,
+            reactions=written.state,
+            receipt=written.receipt,
+            replayed=written.replayed,
+        )
+
+    async def reactions(self, params: AgentsReactionsParams, call: PluginCall) -> AgentsReactionsResult:
+        session_id = await self._main(params.session_id)
+        found = await self.store.reactions(session_id, params.message_seqs)
+        return AgentsReactionsResult(session_id=session_id, messages=found)
+
+    async def history_read(
+        self, params: AgentsHistoryReadParams, call: PluginCall
+    ) -> AgentsHistoryReadResult:
+        session_id = await self._main(params.session_id)
+        size = params.page_size or HISTORY_PAGE
+        found = await self.store.history(session_id, params.before_seq, size + 1)
+        more = len(found) > size
+        page = found[:size]
+        return AgentsHistoryReadResult(messages=page, next_before_seq=page[-1].message_seq if more else None)
+
+    async def history_search(
+        self, params: AgentsHistorySearchParams, call: PluginCall
+    ) -> AgentsHistorySearchResult:
+        session_id = await self._main(params.session_id)
+        time_min = _bound(params.time_min, "params.time_min")
+        time_max = _bound(params.time_max, "params.time_max")
+        scope = search_scope(session_id, params.query, params.time_min, params.time_max)
+        before = None if params.page_token is None else _cursor(params.page_token, scope)
+        size = params.page_size or SEARCH_PAGE
+        found = await self.store.search(session_id, params.query, time_min, time_max, before, size + 1)
+        page = found[:size]
+        token = _page_token(page[-1].message_seq, scope) if len(found) > size else None
+        return AgentsHistorySearchResult(messages=page, next_page_token=token)
+
+    async def attachment_read(
+        self, params: HostSessionAttachmentReadParams, call: PluginCall
+    ) -> HostSessionAttachmentReadResult:
+        stored = None
+        if await self.store.owns(params.session_id):
+            stored = await self.store.attachment(params.session_id, params.attachment_id)
+        if stored is None:
+            raise UserHostError(
+                UserHostErrorCode.NOT_FOUND,
+                f"session {params.session_id} has no attachment {params.attachment_id}",
+            )
+        total = encoded_length(stored.metadata.size)
+        if params.offset > total:
+            raise UserHostError(
+                UserHostErrorCode.INVALID_PARAMS,
+                f"offset {params.offset} is past the content's {total} base64 characters",
+                "params.offset",
+            )
+        data, _ = await asyncio.to_thread(
+            read_chunk, stored.path, params.offset, params.max_chars or ATTACHMENT_CHUNK
+        )
+        next_offset = params.offset + len(data)
+        eof = next_offset >= total
+        final = await asyncio.to_thread(file_sha256, stored.path) if eof else None
+        return HostSessionAttachmentReadResult(
+            attachment=stored.metadata,
+            offset=params.offset,
+            data=data,
+            next_offset=next_offset,
+            total_chars=total,
+            eof=eof,
+            final_sha256=final,
+        )
+
+    def _invalidate(self, session_id: str, message_seq: int) -> None:
+        """The content-free `reactions` notice; a failure to send it never undoes the saved write."""
+        try:
+            self.notify(
+                PluginClientInvalidateParams(
+                    graph_generation=self.graph_generation(),
+                    plugin_id=PLUGIN_ID,
+                    topic="reactions",
+                    session_id=session_id,
+                    message_seqs=[message_seq],
+                )
+            )
+        except Exception:
+            log.exception("the reactions notice failed; the reaction stays saved")
+
+
+def binding_digest(session_id: str, user_input: UserInput) -> str:
+    """The digest of what admission binds: the plugin, the session, the client input and business request
+    IDs, the literal text, and the ordered filenames, media types, sizes and digests of the attachments."""
+    bound = [
+        PLUGIN_ID,
+        session_id,
+        user_input.client_input_id,
+        user_input.request_id,
+        user_input.text,
+        [[a.filename, a.media_type, a.size, a.sha256] for a in user_input.attachments or []],
+    ]
+    return hashlib.sha256(orjson.dumps(bound)).hexdigest()
+
+
+def search_scope(session_id: str, query: str, time_min: str | None, time_max: str | None) -> str:
+    """What a search's page tokens are valid for."""
+    return hashlib.sha256(orjson.dumps([session_id, query, time_min, time_max])).hexdigest()[:24]
+
+
+def _page_token(seq: int, scope: str) -> str:
+    raw = orjson.dumps({"before": seq, "scope": scope})
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _cursor(token: str, scope: str) -> int:
+    """The `before_seq` a page token carries; `invalid_params` for a token of another search or none."""
+    try:
+        decoded = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        before, token_scope = decoded["before"], decoded["scope"]
+    except (binascii.Error, ValueError, TypeError, KeyError):
+        before, token_scope = None, None
+    if token_scope != scope or not isinstance(before, int) or isinstance(before, bool) or before < 1:
+        raise UserHostError(
+            UserHostErrorCode.INVALID_PARAMS,
+            "page_token is not a token of this search (same session, query and bounds)",
+            "params.page_token",
+        )
+    return before
+
+
+def _bound(value: str | None, field: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return micros(datetime.fromisoformat(value.replace("z", "Z").replace("t", "T")))
+    except ValueError:
+        raise UserHostError(
+            UserHostErrorCode.INVALID_PARAMS, f"{value!r} is not a valid time", field
+        ) from None
+
+
+def _sent(admission: Admission) -> AgentsSendResult:
+    return AgentsSendResult(receipt=admission.receipt, replayed=admission.replayed)
+
+
+async def _durably(write: Awaitable[T]) -> T:
+    """Await a store write to its end even when the call is cancelled meanwhile: once a write is submitted
+    its outcome is the call's answer (a cancelled call still gets exactly one reply, here its result)."""
+    task = asyncio.ensure_future(write)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                return task.result()

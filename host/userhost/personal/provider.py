@@ -1,0 +1,181 @@
+"""The `session.domain` provider interface: the durable state behind the Personal plugin.
+
+The Personal plugin (`plugin.py`) checks what clients send and maps it onto these calls; a provider keeps the
+state and enforces the rules that need it (receipt idempotence, reaction revisions, ownership). The bundled
+provider is SQLite (`sqlite.py`); a replacement provider implements the same protocol and is selected in the
+composition (`composition.py`). Every write a provider acknowledges is durable when its call returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
+from wuu.generated.models import (
+    AttachmentMetadata,
+    HistoryMessage,
+    InputReceipt,
+    MessageReactionSnapshot,
+    ReactionActor,
+    ReactionRequestReceipt,
+    ReactionState,
+)
+
+
+@dataclass(frozen=True)
+class StagedAttachment:
+    """An attachment whose bytes are already durable in the space's files folder, awaiting admission."""
+
+    attachment_id: str
+    filename: str
+    media_type: str
+    size: int
+    sha256: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One user input to admit, as the host bound it."""
+
+    session_id: str
+    plugin_id: str
+    client_input_id: str
+    request_id: str
+    text: str
+    text_sha256: str
+    attachments: Sequence[StagedAttachment]
+    binding_digest: str
+    """The digest of everything admission binds (plugin, session, literal text, request ID, the ordered
+    filenames, media types and digests): a retry must match it exactly."""
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The outcome of admitting a submission."""
+
+    receipt: InputReceipt
+    replayed: bool
+    """True when the request ID already had this receipt; nothing new was admitted."""
+
+
+@dataclass(frozen=True)
+class ContextMessage:
+    """One visible message as the host offers it to the agent's model context."""
+
+    message_seq: int
+    role: str
+    text: str
+    client_input_id: str | None
+    """For a user input with a receipt: its client input ID (what `read_at` is recorded against)."""
+
+
+@dataclass(frozen=True)
+class ReactionChange:
+    """One recently changed reaction target, as the agent's next step sees it: current state, not history."""
+
+    message_seq: int
+    owner: str | None
+    """The owner's current emoji, or None when the owner removed it."""
+    excerpt: str
+    """The start of the message's text."""
+
+
+@dataclass(frozen=True)
+class ReactionWrite:
+    """The outcome of a reaction write."""
+
+    state: ReactionState
+    receipt: ReactionRequestReceipt
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class StoredAttachment:
+    """An attachment record of a session, and where its bytes are."""
+
+    metadata: AttachmentMetadata
+    path: Path
+
+
+class SessionDomain(Protocol):
+    """The durable sessions, history, receipts, attachments and reactions of one user space and domain."""
+
+    async def main_session(self) -> str:
+        """The main conversation's session ID. UserHostError `main_session_missing` when it is gone."""
+
+    async def owns(self, session_id: str) -> bool:
+        """Whether the session exists in this space and domain (the space's owner owns every session)."""
+
+    async def admit(self, submission: Submission, now: datetime) -> Admission:
+        """Admit the input into its session's history with a durable receipt, or return the receipt its
+        request ID already has. UserHostError `request_id_conflict` when the ID bound another input."""
+
+    async def receipt(self, request_id: str) -> InputReceipt | None:
+        """The receipt of a business request ID, if any."""
+
+    async def receipts(self, session_id: str, client_input_ids: Sequence[str]) -> list[InputReceipt]:
+        """The session's receipts of these client input IDs, in their order; IDs without one are left out."""
+
+    async def append_assistant(self, session_id: str, text: str, now: datetime) -> int:
+        """Save one assistant message; its history sequence."""
+
+    async def pending_inputs(self, session_id: str) -> list[int]:
+        """The sequences of admitted inputs no model context has included yet, oldest first."""
+
+    async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
+        """The newest `limit` visible messages, oldest first, for an agent's model context."""
+
+    async def record_read(
+        self, session_id: str, included: Sequence[tuple[str, int]], now: datetime
+    ) -> list[str]:
+        """Set `read_at` on the receipts whose exact (client input ID, history sequence) pairs are given and
+        that have none yet; the client input IDs it set."""
+
+    async def history(self, session_id: str, before_seq: int | None, limit: int) -> list[HistoryMessage]:
+        """Up to `limit` visible messages older than `before_seq`, newest first."""
+
+    async def search(
+        self,
+        session_id: str,
+        query: str,
+        time_min_us: int | None,
+        time_max_us: int | None,
+        before_seq: int | None,
+        limit: int,
+    ) -> list[HistoryMessage]:
+        """Up to `limit` visible messages containing `query` (case-insensitively) older than `before_seq`,
+        newest first; with a time bound, only messages with a known timestamp inside the bounds."""
+
+    async def attachment(self, session_id: str, attachment_id: str) -> StoredAttachment | None:
+        """The session's attachment record, or None when the session has no such attachment."""
+
+    async def react(
+        self,
+        actor: ReactionActor,
+        session_id: str,
+        message_seq: int,
+        emoji: str | None,
+        expected_revision: int | None,
+        request_id: str,
+        now: datetime,
+    ) -> ReactionWrite:
+        """Set or clear the actor's reaction, revision-checked unless `expected_revision` is None (the agent
+        writes on the current revision). UserHostError `not_reaction_target`, `stale_revision` or
+        `request_id_conflict`."""
+
+    async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
+        """The current reactions of the session's saved messages among these, in their order."""
+
+    async def reaction_changes(self, session_id: str, limit: int) -> tuple[list[ReactionChange], int]:
+        """The owner's reaction changes not yet shown to the agent, coalesced per message, newest first, at
+        most `limit`; and the locator mark to pass to `reaction_changes_seen` once a step has shown them."""
+
+    async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
+        """The agent has seen the changes up to `mark`: the next snapshot supersedes them."""
+
+    async def close(self) -> None:
+        """Finish pending writes and release the store."""

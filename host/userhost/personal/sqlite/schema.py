@@ -1,0 +1,147 @@
+"""The bundled store's versioned schema: each migration takes the database from one version to the next.
+
+The version is SQLite's `user_version`. Opening a store applies the migrations it lacks, each in its own
+transaction; a store written by a newer build (a version this build does not know) is refused, untouched.
+Migrations are only ever appended: a released one never changes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the space, its sessions and their history, with the search index of the visible messages.
+    """
+    CREATE TABLE space (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        user_space_id TEXT NOT NULL,
+        product_domain TEXT NOT NULL,
+        main_session_id TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE sessions (
+        session_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('main', 'task')),
+        created_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    -- `id` orders messages as they were saved: search walks the index by it, newest first.
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (session_id),
+        seq INTEGER NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        kind TEXT NOT NULL DEFAULT 'text' CHECK (kind IN ('text', 'reasoning', 'tool')),
+        hidden INTEGER NOT NULL DEFAULT 0,
+        truncated INTEGER NOT NULL DEFAULT 0,
+        read_only INTEGER NOT NULL DEFAULT 0,
+        background INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        created_at TEXT,
+        created_us INTEGER,
+        question_id TEXT,
+        UNIQUE (session_id, seq)
+    );
+    CREATE INDEX messages_by_time ON messages (session_id, created_us);
+    -- Only visible text of the main conversation is indexed (the public conversation projection).
+    CREATE VIRTUAL TABLE messages_fts USING fts5 (
+        text, content = 'messages', content_rowid = 'id', tokenize = 'trigram'
+    );
+    """,
+    # 2: input receipts and the attachments admission bound.
+    """
+    CREATE TABLE input_receipts (
+        receipt_id TEXT PRIMARY KEY,
+        request_id TEXT NOT NULL UNIQUE,
+        binding_digest TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        session_id TEXT NOT NULL REFERENCES sessions (session_id),
+        plugin_id TEXT NOT NULL,
+        client_input_id TEXT NOT NULL,
+        text_sha256 TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        accepted_at TEXT,
+        history_seq INTEGER,
+        read_at TEXT,
+        UNIQUE (session_id, client_input_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX receipts_unread ON input_receipts (session_id, history_seq) WHERE read_at IS NULL;
+    CREATE TABLE attachments (
+        attachment_id TEXT PRIMARY KEY,
+        receipt_id TEXT NOT NULL REFERENCES input_receipts (receipt_id),
+        position INTEGER NOT NULL,
+        session_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        filename TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        file TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX attachments_by_message ON attachments (session_id, message_seq, position);
+    """,
+    # 3: reactions, their request receipts and the locators of changes the agent has not yet seen.
+    """
+    CREATE TABLE reactions (
+        session_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        owner TEXT,
+        agent TEXT,
+        revision INTEGER NOT NULL,
+        PRIMARY KEY (session_id, message_seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE reaction_receipts (
+        id INTEGER PRIMARY KEY,
+        request_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        actor TEXT NOT NULL CHECK (actor IN ('owner', 'agent')),
+        emoji TEXT,
+        expected_revision INTEGER NOT NULL,
+        revision INTEGER NOT NULL,
+        applied_at TEXT NOT NULL
+    );
+    CREATE INDEX reaction_receipts_by_message ON reaction_receipts (session_id, message_seq, id);
+    -- A locator is reserved before the reaction it points at is written; `done` marks the write finished.
+    CREATE TABLE reaction_locators (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        done INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE reaction_marks (
+        session_id TEXT PRIMARY KEY,
+        seen INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
+)
+
+VERSION = len(MIGRATIONS)
+"""The schema version this build writes."""
+
+
+class StoreVersionError(Exception):
+    """The store was written by a newer build; it is left untouched."""
+
+
+def migrate(connection: sqlite3.Connection, target: int = VERSION) -> int:
+    """Bring the database up to `target`, one transaction per migration; the version it started at.
+
+    The connection is in autocommit mode (`isolation_level=None`): each migration's script runs between
+    its own BEGIN and COMMIT, with the new `user_version` inside the same transaction.
+    """
+    found: int = connection.execute("PRAGMA user_version").fetchone()[0]
+    if found > VERSION:
+        raise StoreVersionError(
+            f"the store has schema version {found}, newer than this build's {VERSION}: "
+            "open it with the build that wrote it"
+        )
+    for version in range(found, target):
+        try:
+            connection.executescript(
+                f"BEGIN IMMEDIATE; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
+            )
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+    return found
