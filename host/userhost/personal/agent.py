@@ -90,6 +90,13 @@ class AgentStep:
         self.replies.append(seq)
         return seq
 
+    async def record(self, kind: str, text: str) -> int:
+        """Save a hidden record of the step (`reasoning`, or a `tool` call's record): part of the session's
+        history, never of what clients read or search. Its history sequence."""
+        if kind not in ("reasoning", "tool"):
+            raise ValueError(f"kind: {kind!r} is neither reasoning nor tool")
+        return await self._store.append_assistant(self.session_id, text, self._clock(), kind)
+
     async def react(self, message_seq: int, emoji: str | None) -> ReactionState:
         """React to a saved user message as the main assistant (`react_to_message`), or clear the reaction
         with None. UserHostError `not_reaction_target` for any other message."""

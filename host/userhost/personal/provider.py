@@ -120,8 +120,9 @@ class SessionDomain(Protocol):
     async def receipts(self, session_id: str, client_input_ids: Sequence[str]) -> list[InputReceipt]:
         """The session's receipts of these client input IDs, in their order; IDs without one are left out."""
 
-    async def append_assistant(self, session_id: str, text: str, now: datetime) -> int:
-        """Save one assistant message; its history sequence."""
+    async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
+        """Save one assistant message; its history sequence. `kind` `text` is a visible message;
+        `reasoning` and `tool` are hidden reasoning and execution-tool records, never projected to clients."""
 
     async def pending_inputs(self, session_id: str) -> list[int]:
         """The sequences of admitted inputs no model context has included yet, oldest first."""

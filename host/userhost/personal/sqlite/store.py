@@ -218,8 +218,8 @@ class SqliteSessionDomain:
 
         return await self.database.read(read)
 
-    async def append_assistant(self, session_id: str, text: str, now: datetime) -> int:
-        return await self.database.write(lambda c: _append(c, session_id, "assistant", text, now))
+    async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
+        return await self.database.write(lambda c: _append(c, session_id, "assistant", text, now, kind))
 
     async def pending_inputs(self, session_id: str) -> list[int]:
         def read(connection: sqlite3.Connection) -> list[int]:
@@ -480,8 +480,11 @@ class SqliteSessionDomain:
 # --- the statements' helpers (run on the writer's or the reader's thread) -----------------------------
 
 
-def _append(connection: sqlite3.Connection, session_id: str, role: str, text: str, now: datetime) -> int:
-    """Save one visible text message at the session's next sequence; its sequence."""
+def _append(
+    connection: sqlite3.Connection, session_id: str, role: str, text: str, now: datetime, kind: str = "text"
+) -> int:
+    """Save one message at the session's next sequence (its visible text indexed for search when it is
+    the main conversation's); its sequence."""
     last = connection.execute(
         "SELECT seq, created_us, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
         (session_id,),
@@ -491,13 +494,14 @@ def _append(connection: sqlite3.Connection, session_id: str, role: str, text: st
     if last is not None and last[1] is not None and last[1] > stamp:
         stamp, at = last[1], last[2]  # timestamps never run backwards within a session
     row_id = connection.execute(
-        "INSERT INTO messages (session_id, seq, role, text, created_at, created_us) VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, seq, role, text, at, stamp),
+        "INSERT INTO messages (session_id, seq, role, kind, text, created_at, created_us) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, seq, role, kind, text, at, stamp),
     ).lastrowid
     is_main = connection.execute(
         "SELECT 1 FROM sessions WHERE session_id = ? AND kind = 'main'", (session_id,)
     ).fetchone()
-    if is_main:
+    if is_main and kind == "text":
         connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text))
     return seq
 
