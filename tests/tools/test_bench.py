@@ -32,6 +32,18 @@ FIGURES = (
     "userhost_grpc_p50",
     "userhost_grpc_p99",
     "userhost_clients",
+    "personal_send_1",
+    "personal_send_16",
+    "personal_send_1_agent",
+    "personal_send_16_agent",
+    "search_p50_rare_all",
+    "search_p99_rare_all",
+    "search_p50_rare_bounded",
+    "search_p99_rare_bounded",
+    "search_p50_common_all",
+    "search_p99_common_all",
+    "search_p50_common_bounded",
+    "search_p99_common_bounded",
 )
 TARGETED = (
     "rtt_p50",
@@ -44,6 +56,16 @@ TARGETED = (
     "export_peak_rss",
     "userhost_rtt_p50",
     "userhost_grpc_p50",
+    "personal_send_1",
+    "personal_send_16",
+    "search_p50_rare_all",
+    "search_p99_rare_all",
+    "search_p50_rare_bounded",
+    "search_p99_rare_bounded",
+    "search_p50_common_all",
+    "search_p99_common_all",
+    "search_p50_common_bounded",
+    "search_p99_common_bounded",
 )
 
 

@@ -29,6 +29,9 @@ class Config:
     spawns: int  # per side and mode, over all rounds
     warmup: int  # requests before the timed ones, per side and round
     userhost_pipelined: int  # requests of the 16 user-host clients, per side and round
+    personal_sends: int  # durable sends (and raw commits) per side and round
+    search_messages: int  # the size of the searched conversation
+    searches: int  # timed searches per kind, side and round
 
 
 FULL = Config(
@@ -42,6 +45,9 @@ FULL = Config(
     spawns=45,
     warmup=300,
     userhost_pipelined=20_000,
+    personal_sends=2_000,
+    search_messages=1_000_000,
+    searches=200,
 )
 QUICK = Config(
     rounds=1,
@@ -54,4 +60,7 @@ QUICK = Config(
     spawns=3,
     warmup=20,
     userhost_pipelined=4 * IN_FLIGHT,
+    personal_sends=50,
+    search_messages=5_000,
+    searches=10,
 )

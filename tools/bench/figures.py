@@ -226,6 +226,60 @@ FIGURES = (
         "NDJSON echo",
         None,
     ),
+    FigureSpec(
+        "personal_send_1",
+        "durable agents.send, 1 client",
+        "sends/s",
+        "personal_send_1/idle",
+        "personal_send/raw_sqlite",
+        "SQLite commit",
+        Target("ratio_min", 0.5),
+    ),
+    FigureSpec(
+        "personal_send_1_agent",
+        "  with the stand-in agent (diag.)",
+        "sends/s",
+        "personal_send_1/stand_in",
+        "personal_send/raw_sqlite",
+        "SQLite commit",
+        None,
+    ),
+    FigureSpec(
+        "personal_send_16",
+        "durable agents.send, 16 clients",
+        "sends/s",
+        "personal_send_16/idle",
+        "personal_send/raw_sqlite",
+        "SQLite commit",
+        Target("ratio_min", 1.0),
+    ),
+    FigureSpec(
+        "personal_send_16_agent",
+        "  with the stand-in agent (diag.)",
+        "sends/s",
+        "personal_send_16/stand_in",
+        "personal_send/raw_sqlite",
+        "SQLite commit",
+        None,
+    ),
+    *(
+        FigureSpec(
+            f"search_{quantile}_{kind}",
+            f"search, {label} {quantile}" if quantile == "p50" else f"  {quantile}",
+            "ms",
+            f"search_{quantile}_{kind}/host",
+            f"search_{quantile}_{kind}/raw",
+            "FTS5 query",
+            Target("value_max", 5.0 if quantile == "p50" else 50.0),
+        )
+        for kind, label in (
+            ("rare_all", "rare term"),
+            ("rare_bounded", "rare term, time bounds"),
+            ("common_all", "common term"),
+            ("common_bounded", "common term, time bounds"),
+        )
+        for quantile in ("p50", "p99")
+    ),
 )
 
 

@@ -16,6 +16,7 @@ from .cold_start import cold_echo, cold_native
 from .config import MB, MIB, Config
 from .exports import export_echo, export_typed, export_wire
 from .memory import export_memory
+from .personal import personal_round, search_figures
 from .processes import spawn_bare, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, round_trips
 from .samples import Samples, alternate, percentile, share
@@ -52,6 +53,8 @@ class Bench:
         for index in range(self.config.rounds):
             self.log(f"round {index + 1} of {self.config.rounds}")
             await self.round(index)
+        self.log("search")
+        await search_figures(self.config, self.samples, self.workdir / "search", self.log)
         self.log("memory")
         self.memory = await export_memory(self.root, self.export_file)
         for side, found in self.memory.items():
@@ -112,6 +115,7 @@ class Bench:
         await close(native)
         await self.cold_starts(index)
         await userhost_round(config, samples, self.workdir / f"uh{index}", index)
+        await personal_round(config, samples, self.workdir / f"pe{index}", index)
 
     async def spawns(self, native: WorkerClient, index: int) -> None:
         """Round `index`'s share of process/start..exit in each mode, beside bare spawns."""

@@ -169,10 +169,13 @@ class MainAgentLoop:
                 return
             while True:
                 self._again = False
-                waiting = await self._store.pending_inputs(session_id)
+                waiting = await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)
                 if waiting:
                     await self._step(session_id, waiting)
-                    if self._again or (await self._store.pending_inputs(session_id)) != waiting:
+                    if (
+                        self._again
+                        or (await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)) != waiting
+                    ):
                         continue
                 if not self._again:
                     break

@@ -93,8 +93,9 @@ class PersonalPlugin:
         )
 
     async def _main(self, session_id: str) -> str:
-        """The session ID if it is the main conversation; `not_found` for any other."""
-        main = await self.store.main_session()
+        """The session ID if it is the main conversation; `not_found` for any other. (The store checks
+        that the main conversation still exists in the same step as the call's own work.)"""
+        main = self.store.main_session_id
         if session_id != main:
             raise UserHostError(
                 UserHostErrorCode.NOT_FOUND, f"session {session_id} is not this space's main conversation"
@@ -129,7 +130,8 @@ class PersonalPlugin:
             attachments=(),
             binding_digest=binding_digest(session_id, user_input),
         )
-        if await self.store.receipt(user_input.request_id) is not None:
+        # With attachments, a retry is recognized before their bytes are written again.
+        if decoded and await self.store.receipt(user_input.request_id) is not None:
             return _sent(await self.store.admit(submission, self.clock()))  # a replay, or a conflict
         if call.revoked.is_set():
             raise UserHostError(UserHostErrorCode.CANCELLED, "the call lost its foreground authority")

@@ -102,10 +102,16 @@ class StoredAttachment:
 
 
 class SessionDomain(Protocol):
-    """The durable sessions, history, receipts, attachments and reactions of one user space and domain."""
+    """The durable sessions, history, receipts, attachments and reactions of one user space and domain.
+
+    The calls about one session raise UserHostError `main_session_missing` when the session is the main
+    conversation and it is gone (it is never recreated), `not_found` for another missing session."""
+
+    main_session_id: str
+    """The ID the space recorded for its main conversation when it was created."""
 
     async def main_session(self) -> str:
-        """The main conversation's session ID. UserHostError `main_session_missing` when it is gone."""
+        """The main conversation's session ID, checked to exist (`main_session_missing` otherwise)."""
 
     async def owns(self, session_id: str) -> bool:
         """Whether the session exists in this space and domain (the space's owner owns every session)."""
@@ -124,8 +130,9 @@ class SessionDomain(Protocol):
         """Save one assistant message; its history sequence. `kind` `text` is a visible message;
         `reasoning` and `tool` are hidden reasoning and execution-tool records, never projected to clients."""
 
-    async def pending_inputs(self, session_id: str) -> list[int]:
-        """The sequences of admitted inputs no model context has included yet, oldest first."""
+    async def pending_inputs(self, session_id: str, limit: int) -> list[int]:
+        """The sequences of the newest `limit` admitted inputs no model context has included yet, oldest
+        first."""
 
     async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
         """The newest `limit` visible messages, oldest first, for an agent's model context."""

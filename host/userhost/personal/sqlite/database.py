@@ -140,14 +140,21 @@ class Database:
         outcomes: list[tuple[Any, BaseException | None]] = []
         try:
             connection.execute("BEGIN IMMEDIATE")
-            for write, _, _ in group:
-                connection.execute("SAVEPOINT write")
+            if len(group) == 1:  # alone in its transaction: a failure rolls the transaction back
                 try:
-                    outcomes.append((write(connection), None))
+                    outcomes.append((group[0][0](connection), None))
                 except Exception as error:
-                    connection.execute("ROLLBACK TO write")
-                    outcomes.append((None, error))
-                connection.execute("RELEASE write")
+                    connection.execute("ROLLBACK")
+                    return [(None, error)]
+            else:
+                for write, _, _ in group:
+                    connection.execute("SAVEPOINT write")
+                    try:
+                        outcomes.append((write(connection), None))
+                    except Exception as error:
+                        connection.execute("ROLLBACK TO write")
+                        outcomes.append((None, error))
+                    connection.execute("RELEASE write")
             connection.execute("COMMIT")
         except Exception as error:
             if connection.in_transaction:

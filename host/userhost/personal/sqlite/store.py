@@ -81,8 +81,9 @@ def _contains(text: str | None, needle: str | None) -> bool:
 class SqliteSessionDomain:
     """The bundled provider. Open it with `SqliteSessionDomain.open(state_dir, user_space_id, domain)`."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, main_session_id: str) -> None:
         self.database = database
+        self.main_session_id = main_session_id
 
     @classmethod
     async def open(
@@ -106,7 +107,9 @@ class SqliteSessionDomain:
                     f"not {user_space_id!r}, {product_domain!r}"
                 )
 
-        return cls(await Database.open(state / STORE_FILE, setup, _prepare))
+        database = await Database.open(state / STORE_FILE, setup, _prepare)
+        (main,) = await database.read(lambda c: c.execute("SELECT main_session_id FROM space").fetchone())
+        return cls(database, main)
 
     async def close(self) -> None:
         await self.database.close()
@@ -114,17 +117,8 @@ class SqliteSessionDomain:
     # --- sessions --------------------------------------------------------------------------------
 
     async def main_session(self) -> str:
-        def read(connection: sqlite3.Connection) -> tuple[str, bool]:
-            (main,) = connection.execute("SELECT main_session_id FROM space").fetchone()
-            found = connection.execute("SELECT 1 FROM sessions WHERE session_id = ?", (main,)).fetchone()
-            return main, found is not None
-
-        main, found = await self.database.read(read)
-        if not found:
-            raise UserHostError(
-                UserHostErrorCode.MAIN_SESSION_MISSING,
-                f"the main conversation {main} is missing from the store; it is not recreated",
-            )
+        main = self.main_session_id
+        await self.database.read(lambda c: _require(c, main, main))
         return main
 
     async def owns(self, session_id: str) -> bool:
@@ -138,6 +132,7 @@ class SqliteSessionDomain:
 
     async def admit(self, submission: Submission, now: datetime) -> Admission:
         def write(connection: sqlite3.Connection) -> Admission:
+            _require(connection, submission.session_id, self.main_session_id)
             found = connection.execute(
                 "SELECT binding_digest FROM input_receipts WHERE request_id = ?", (submission.request_id,)
             ).fetchone()
@@ -160,7 +155,8 @@ class SqliteSessionDomain:
                     f"client input {submission.client_input_id} already names another input of the session",
                     "user_input.client_input_id",
                 )
-            seq = _append(connection, submission.session_id, "user", submission.text, now)
+            indexed = submission.session_id == self.main_session_id
+            seq = _append(connection, submission.session_id, "user", submission.text, now, indexed=indexed)
             receipt_id = _new_id("rcp")
             stamp = rfc3339(now)
             connection.execute(
@@ -178,26 +174,32 @@ class SqliteSessionDomain:
                     seq,
                 ),
             )
+            attachments = [
+                (staged.attachment_id, staged.filename, staged.media_type, staged.size, staged.sha256)
+                for staged in submission.attachments
+            ]
             connection.executemany(
                 "INSERT INTO attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
-                        staged.attachment_id,
+                        metadata[0],
                         receipt_id,
                         position,
                         submission.session_id,
                         seq,
-                        staged.filename,
-                        staged.media_type,
-                        staged.size,
-                        staged.sha256,
+                        *metadata[1:],
                         str(staged.path),
                     )
-                    for position, staged in enumerate(submission.attachments)
+                    for position, (metadata, staged) in enumerate(
+                        zip(attachments, submission.attachments, strict=True)
+                    )
                 ],
             )
-            receipt = _receipt_where(connection, "receipt_id = ?", receipt_id)
-            assert receipt is not None
+            receipt = _receipt_of(
+                (receipt_id, 1, submission.session_id, submission.plugin_id, submission.client_input_id,
+                 submission.request_id, submission.text_sha256, stamp, stamp, seq, None),
+                attachments,
+            )  # fmt: skip
             return Admission(receipt, replayed=False)
 
         return await self.database.write(write)
@@ -207,6 +209,7 @@ class SqliteSessionDomain:
 
     async def receipts(self, session_id: str, client_input_ids: Sequence[str]) -> list[InputReceipt]:
         def read(connection: sqlite3.Connection) -> list[InputReceipt]:
+            _require(connection, session_id, self.main_session_id)
             found = []
             for client_input_id in client_input_ids:
                 receipt = _receipt_where(
@@ -219,16 +222,19 @@ class SqliteSessionDomain:
         return await self.database.read(read)
 
     async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
-        return await self.database.write(lambda c: _append(c, session_id, "assistant", text, now, kind))
+        indexed = kind == "text" and session_id == self.main_session_id
+        return await self.database.write(
+            lambda c: _append(c, session_id, "assistant", text, now, kind, indexed=indexed)
+        )
 
-    async def pending_inputs(self, session_id: str) -> list[int]:
+    async def pending_inputs(self, session_id: str, limit: int) -> list[int]:
         def read(connection: sqlite3.Connection) -> list[int]:
             rows = connection.execute(
                 "SELECT history_seq FROM input_receipts WHERE session_id = ? AND read_at IS NULL "
-                "AND history_seq IS NOT NULL ORDER BY history_seq",
-                (session_id,),
+                "AND history_seq IS NOT NULL ORDER BY history_seq DESC LIMIT ?",
+                (session_id, limit),
             )
-            return [seq for (seq,) in rows]
+            return [seq for (seq,) in rows][::-1]
 
         return await self.database.read(read)
 
@@ -267,6 +273,7 @@ class SqliteSessionDomain:
 
     async def history(self, session_id: str, before_seq: int | None, limit: int) -> list[HistoryMessage]:
         def read(connection: sqlite3.Connection) -> list[HistoryMessage]:
+            _require(connection, session_id, self.main_session_id)
             rows = connection.execute(
                 f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
                 f"WHERE m.session_id = ? AND m.seq < ? AND {VISIBLE} ORDER BY m.seq DESC LIMIT ?",
@@ -286,6 +293,7 @@ class SqliteSessionDomain:
         limit: int,
     ) -> list[HistoryMessage]:
         def read(connection: sqlite3.Connection) -> list[HistoryMessage]:
+            _require(connection, session_id, self.main_session_id)
             low, high = _id_range(connection, session_id, time_min_us, time_max_us, before_seq)
             if low > high:
                 return []
@@ -296,7 +304,9 @@ class SqliteSessionDomain:
             if len(query) < SHORT_QUERY:
                 sql = (
                     f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
-                    f"WHERE m.session_id = ? AND m.id BETWEEN ? AND ? AND {VISIBLE}{bounds} "
+                    # `+`: walk the rows by id, newest first, and stop at the page's end (the session's
+                    # index would fetch every row of the session and sort them).
+                    f"WHERE +m.session_id = ? AND m.id BETWEEN ? AND ? AND {VISIBLE}{bounds} "
                     "AND wuu_contains(m.text, ?) ORDER BY m.id DESC LIMIT ?"
                 )
                 rows = connection.execute(sql, [*arguments, query, limit]).fetchall()
@@ -338,6 +348,7 @@ class SqliteSessionDomain:
         now: datetime,
     ) -> ReactionWrite:
         def write(connection: sqlite3.Connection) -> ReactionWrite:
+            _require(connection, session_id, self.main_session_id)
             retained = connection.execute(
                 "SELECT request_id, session_id, message_seq, actor, emoji, expected_revision, revision, "
                 "applied_at FROM reaction_receipts WHERE request_id = ?",
@@ -423,6 +434,7 @@ class SqliteSessionDomain:
 
     async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
         def read(connection: sqlite3.Connection) -> list[MessageReactionSnapshot]:
+            _require(connection, session_id, self.main_session_id)
             snapshots = []
             for seq in message_seqs:
                 message = connection.execute(
@@ -481,10 +493,17 @@ class SqliteSessionDomain:
 
 
 def _append(
-    connection: sqlite3.Connection, session_id: str, role: str, text: str, now: datetime, kind: str = "text"
+    connection: sqlite3.Connection,
+    session_id: str,
+    role: str,
+    text: str,
+    now: datetime,
+    kind: str = "text",
+    *,
+    indexed: bool,
 ) -> int:
-    """Save one message at the session's next sequence (its visible text indexed for search when it is
-    the main conversation's); its sequence."""
+    """Save one message at the session's next sequence, its text indexed for search when `indexed` (the
+    main conversation's visible messages); its sequence."""
     last = connection.execute(
         "SELECT seq, created_us, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
         (session_id,),
@@ -498,12 +517,21 @@ def _append(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (session_id, seq, role, kind, text, at, stamp),
     ).lastrowid
-    is_main = connection.execute(
-        "SELECT 1 FROM sessions WHERE session_id = ? AND kind = 'main'", (session_id,)
-    ).fetchone()
-    if is_main and kind == "text":
+    if indexed:
         connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text))
     return seq
+
+
+def _require(connection: sqlite3.Connection, session_id: str, main: str) -> None:
+    """UserHostError unless the session exists: `main_session_missing` for the main conversation (never
+    recreated), `not_found` for another."""
+    if connection.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone() is None:
+        if session_id == main:
+            raise UserHostError(
+                UserHostErrorCode.MAIN_SESSION_MISSING,
+                f"the main conversation {main} is missing from the store; it is not recreated",
+            )
+        raise UserHostError(UserHostErrorCode.NOT_FOUND, f"no session {session_id}")
 
 
 def _receipt_where(connection: sqlite3.Connection, where: str, *arguments: Any) -> InputReceipt | None:
@@ -519,6 +547,11 @@ def _receipt_where(connection: sqlite3.Connection, where: str, *arguments: Any) 
         "ORDER BY position",
         (row[0],),
     ).fetchall()
+    return _receipt_of(row, attachments)
+
+
+def _receipt_of(row: Sequence[Any], attachments: Sequence[Sequence[Any]]) -> InputReceipt:
+    """A receipt from its row (the columns of `_receipt_where`) and its attachments' metadata rows."""
     receipt_id, revision, session_id, plugin_id, client_input_id, request_id, text_sha256 = row[:7]
     created_at, accepted_at, history_seq, read_at = row[7:]
     return InputReceipt.model_validate(
