@@ -111,7 +111,7 @@ class AgentsHistoryReadParams(WireModel):
 
 class AgentsHistorySearchParams(WireModel):
     """
-    Searches the public conversation projection of the main conversation: visible user and assistant text only, never hidden reasoning or execution-tool records. The time bounds apply before pagination. Matches are returned newest first (descending `message_seq`); how text matches `query` (tokenization, case folding) is the provider's.
+    Searches the public conversation projection of the main conversation: visible user and assistant text only, never hidden reasoning or execution-tool records. The time bounds apply before pagination. Matches are returned newest first (descending `message_seq`); how text matches `query` (tokenization, case folding) is the provider's: the bundled provider matches `query` as a substring, ignoring case (Unicode case folding).
     """
 
     model_config = ConfigDict(
@@ -274,7 +274,7 @@ class AgentsReceiptsParams(WireModel):
 
 class AgentsSendParams(WireModel):
     """
-    Submits the call's `user_input` as one user message of the main conversation; the `plugin/client/request` MUST carry `user_input`. Admission binds the plugin, the literal text, the business request ID and the ordered filenames, media types and SHA-256 digests of the attachments, and authorizes only this send. A retry with the same `user_input.request_id` returns the same durable receipt with `replayed` true and admits nothing new; the same request ID with a different input gets `request_id_conflict`. Without the `wuu.client-input-receipts` observer the call gets `input_receipts_unavailable`.
+    Submits the call's `user_input` as one user message of the main conversation; the `plugin/client/request` MUST carry `user_input`. Admission binds the plugin, the literal text, the business request ID and the ordered filenames, media types and SHA-256 digests of the attachments, and authorizes only this send. A retry with the same `user_input.request_id` returns the same durable receipt with `replayed` true and admits nothing new; the same request ID with a different input (another `client_input_id`, text or attachment list) gets `request_id_conflict`. A `client_input_id` that already names another input of the session gets `invalid_params` with field `user_input.client_input_id`. A call whose foreground authority is revoked before admission (its transport closed, or `plugin/client/cancel`) admits nothing and gets `cancelled`; once admitted, the input stays admitted and the call's reply is the receipt. Without the `wuu.client-input-receipts` observer the call gets `input_receipts_unavailable`.
     """
 
     model_config = ConfigDict(
@@ -282,7 +282,7 @@ class AgentsSendParams(WireModel):
     )
     session_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
-    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    The canonical session ID of the main conversation (`agents.main_session`). Any other session, and a session the caller does not own, gets `not_found`.
     """
 
 
@@ -1045,7 +1045,7 @@ class InputReceipt(WireModel):
     """
     accepted: bool
     """
-    True when the host durably admitted the input. A receipt whose admission did not complete (for example because the submitting transport closed first) has `accepted` false, `in_history` false, `history_seq` null and `read_at` null; a retry with the same `request_id` can still admit it.
+    True when the host durably admitted the input (the bundled provider admits an input and appends it to the history in one transaction, so its receipts are accepted and in history from revision 1). A receipt whose admission did not complete (for example because the submitting transport closed first) has `accepted` false, `in_history` false, `history_seq` null and `read_at` null; a retry with the same `request_id` can still admit it.
     """
     accepted_at: Annotated[
         str | None,

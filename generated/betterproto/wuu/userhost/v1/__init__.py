@@ -598,7 +598,7 @@ class AgentsHistorySearchParams(betterproto2.Message):
     Searches the public conversation projection of the main conversation: visible user and assistant text only,
     never hidden reasoning or execution-tool records. The time bounds apply before pagination. Matches are
     returned newest first (descending `message_seq`); how text matches `query` (tokenization, case folding) is
-    the provider's.
+    the provider's: the bundled provider matches `query` as a substring, ignoring case (Unicode case folding).
     """
 
     session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -869,14 +869,18 @@ class AgentsSendParams(betterproto2.Message):
     MUST carry `user_input`. Admission binds the plugin, the literal text, the business request ID and the
     ordered filenames, media types and SHA-256 digests of the attachments, and authorizes only this send. A
     retry with the same `user_input.request_id` returns the same durable receipt with `replayed` true and
-    admits nothing new; the same request ID with a different input gets `request_id_conflict`. Without the
+    admits nothing new; the same request ID with a different input (another `client_input_id`, text or
+    attachment list) gets `request_id_conflict`. A `client_input_id` that already names another input of the
+    session gets `invalid_params` with field `user_input.client_input_id`. A call whose foreground authority is
+    revoked before admission (its transport closed, or `plugin/client/cancel`) admits nothing and gets
+    `cancelled`; once admitted, the input stays admitted and the call's reply is the receipt. Without the
     `wuu.client-input-receipts` observer the call gets `input_receipts_unavailable`.
     """
 
     session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not
-    own gets `not_found`.
+    The canonical session ID of the main conversation (`agents.main_session`). Any other session, and a
+    session the caller does not own, gets `not_found`.
     """
 
 
