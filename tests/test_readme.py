@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
-from tests.helpers import ROOT, Spawner, code, initialize, ok, run_tool
+from tests.helpers import DEADLINE, ROOT, Spawner, code, initialize, ok, run_tool
+from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.personal import personal
 
 README = ROOT / "README.md"
 
@@ -37,3 +41,24 @@ async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp
     assert code(await client.request("process/list", {})) == "unsupported_method"
     outcome = await client.close()
     assert outcome.clean
+
+
+async def test_the_personal_session_runs_against_a_host(tmp_path: Path) -> None:
+    """The README's Personal session, run as written against a Personal host."""
+    host = await UserHost.start(
+        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
+    )
+    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
+    body = "\n".join(f"    {line}" for line in example("personal-session").splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
+    try:
+        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
+    finally:
+        await server.close()
+        await host.close()
+    assert found["sent"].receipt.history_seq == 1 and not found["sent"].replayed
+    assert found["reply"].text == "Received: Plan the trip"
+    assert found["receipts"].receipts[0].client_input_id == "in-1"
+    assert [message.message_seq for message in found["found"].messages] == [2, 1]
+    assert found["found"].messages[0].reactions.owner == "🎉"
