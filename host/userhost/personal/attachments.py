@@ -25,7 +25,8 @@ from .provider import StagedAttachment
 
 FOLDER = "attachments"
 INCOMING = ".incoming"
-"""Where bytes are written before they are renamed into place; left-overs of a crash are removed at start."""
+"""Where bytes are written before they are renamed into place. What a crash leaves there, and bytes renamed
+into place whose admission a crash cut short (no receipt names them), are removed when the host starts."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,16 @@ class AttachmentFiles:
             self.discard(staged)
             raise
         return staged
+
+    def stored(self) -> list[str]:
+        """The attachment IDs whose bytes are in the folder."""
+        return sorted(path.name for path in self.folder.iterdir() if path.is_file())
+
+    def remove(self, attachment_ids: Sequence[str]) -> None:
+        """Remove the bytes of these attachments (staged by an admission that a crash cut short)."""
+        for attachment_id in attachment_ids:
+            with contextlib.suppress(OSError):
+                (self.folder / attachment_id).unlink()
 
     @staticmethod
     def discard(staged: Sequence[StagedAttachment]) -> None:

@@ -51,10 +51,13 @@ def personal(
     async def compose(host: UserHost) -> Composition:
         store = await provider(host, clock())
         try:
+            files = AttachmentFiles(host.layout.files)
+            stored = files.stored()
+            files.remove(sorted(set(stored) - await store.known_attachments(stored)))
             loop = MainAgentLoop(agent or StandInAgent(), store, clock, host.admit)
             plugin = PersonalPlugin(
                 store=store,
-                files=AttachmentFiles(host.layout.files),
+                files=files,
                 agent=loop,
                 notify=host.notify,
                 graph_generation=lambda: host.graph.generation,

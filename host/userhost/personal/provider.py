@@ -158,6 +158,9 @@ class SessionDomain(Protocol):
         """Up to `limit` visible messages containing `query` (case-insensitively) older than `before_seq`,
         newest first; with a time bound, only messages with a known timestamp inside the bounds."""
 
+    async def known_attachments(self, attachment_ids: Sequence[str]) -> set[str]:
+        """Those of these attachment IDs that a receipt names."""
+
     async def attachment(self, session_id: str, attachment_id: str) -> StoredAttachment | None:
         """The session's attachment record, or None when the session has no such attachment."""
 

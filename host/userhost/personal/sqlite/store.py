@@ -322,6 +322,19 @@ class SqliteSessionDomain:
 
         return await self.database.read(read)
 
+    async def known_attachments(self, attachment_ids: Sequence[str]) -> set[str]:
+        def read(connection: sqlite3.Connection) -> set[str]:
+            found = set()
+            for attachment_id in attachment_ids:
+                row = connection.execute(
+                    "SELECT 1 FROM attachments WHERE attachment_id = ?", (attachment_id,)
+                ).fetchone()
+                if row is not None:
+                    found.add(attachment_id)
+            return found
+
+        return await self.database.read(read)
+
     async def attachment(self, session_id: str, attachment_id: str) -> StoredAttachment | None:
         def read(connection: sqlite3.Connection) -> StoredAttachment | None:
             row = connection.execute(
