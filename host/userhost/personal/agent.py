@@ -55,6 +55,7 @@ class AgentStep:
         history: Sequence[ContextMessage],
         reactions: Sequence[ReactionChange],
         reactions_mark: int,
+        reacted: Callable[[str, int], None],
     ) -> None:
         self.session_id = session_id
         self.pending = tuple(pending)
@@ -67,6 +68,7 @@ class AgentStep:
         self._store = store
         self._clock = clock
         self._reactions_mark = reactions_mark
+        self._reacted = reacted
         self.replies: list[int] = []
 
     async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
@@ -109,6 +111,7 @@ class AgentStep:
             f"agent-{secrets.token_hex(12)}",
             self._clock(),
         )
+        self._reacted(self.session_id, message_seq)
         return written.state
 
 
@@ -141,8 +144,12 @@ class MainAgentLoop:
         store: SessionDomain,
         clock: Callable[[], datetime],
         admit: Callable[[Coroutine[Any, Any, None]], None],
+        reacted: Callable[[str, int], None],
     ) -> None:
+        """`reacted(session_id, message_seq)` is told of every reaction the agent saves (clients are sent
+        the same content-free notice as for the owner's)."""
         self._agent = agent
+        self._reacted = reacted
         self._store = store
         self._clock = clock
         self._admit = admit
@@ -188,7 +195,7 @@ class MainAgentLoop:
         by_seq = {message.message_seq: message for message in history}
         pending = [by_seq[seq] for seq in waiting if seq in by_seq]
         changes, mark = await self._store.reaction_changes(session_id, REACTION_CHANGES)
-        step = AgentStep(self._store, session_id, self._clock, pending, history, changes, mark)
+        step = AgentStep(self._store, session_id, self._clock, pending, history, changes, mark, self._reacted)
         try:
             await self._agent.step(step)
         except Exception:

@@ -47,6 +47,9 @@ def decode(attachments: Sequence[UserInputAttachment]) -> list[DecodedAttachment
         where = f"user_input.attachments.{index}"
         try:
             content = base64.b64decode(attachment.data, validate=True)
+            # Strict: the one canonical encoding of the bytes (Python's decoder ignores excess padding).
+            if base64.b64encode(content) != attachment.data.encode("ascii"):
+                raise ValueError("not the canonical encoding")
         except (binascii.Error, ValueError):
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS,

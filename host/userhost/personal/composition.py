@@ -54,7 +54,9 @@ def personal(
             files = AttachmentFiles(host.layout.files)
             stored = files.stored()
             files.remove(sorted(set(stored) - await store.known_attachments(stored)))
-            loop = MainAgentLoop(agent or StandInAgent(), store, clock, host.admit)
+            loop = MainAgentLoop(
+                agent or StandInAgent(), store, clock, host.admit, lambda *target: plugin.invalidate(*target)
+            )
             plugin = PersonalPlugin(
                 store=store,
                 files=files,

@@ -171,7 +171,7 @@ class PersonalPlugin:
             )
         )
         if not written.replayed:
-            self._invalidate(session_id, params.message_seq)
+            self.invalidate(session_id, params.message_seq)
         return AgentsReactResult(
             session_id=session_id,
             message_seq=params.message_seq,
@@ -243,8 +243,9 @@ class PersonalPlugin:
             final_sha256=final,
         )
 
-    def _invalidate(self, session_id: str, message_seq: int) -> None:
-        """The content-free `reactions` notice; a failure to send it never undoes the saved write."""
+    def invalidate(self, session_id: str, message_seq: int) -> None:
+        """Send the content-free `reactions` notice of a saved write (the owner's or the agent's); a failure
+        to send it never undoes the write."""
         try:
             self.notify(
                 PluginClientInvalidateParams(

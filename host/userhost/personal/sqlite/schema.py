@@ -102,8 +102,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reaction_receipts_by_message ON reaction_receipts (session_id, message_seq, id);
     -- A locator is reserved before the reaction it points at is written; `done` marks the write finished.
+    -- AUTOINCREMENT: ids are never reused once seen locators are deleted (the agent's mark compares ids).
     CREATE TABLE reaction_locators (
-        id INTEGER PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
         session_id TEXT NOT NULL,
         message_seq INTEGER NOT NULL,
         done INTEGER NOT NULL DEFAULT 0

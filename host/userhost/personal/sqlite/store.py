@@ -301,7 +301,7 @@ class SqliteSessionDomain:
             if time_min_us is not None or time_max_us is not None:
                 bounds = " AND m.created_us IS NOT NULL AND m.created_us >= ? AND m.created_us < ?"
                 arguments += [time_min_us or -(2**63), time_max_us or 2**63 - 1]
-            if len(query) < SHORT_QUERY:
+            if len(query) < SHORT_QUERY or "\x00" in query:  # FTS5 query strings end at a NUL
                 sql = (
                     f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
                     # `+`: walk the rows by id, newest first, and stop at the page's end (the session's
@@ -469,6 +469,13 @@ class SqliteSessionDomain:
 
     async def reaction_changes(self, session_id: str, limit: int) -> tuple[list[ReactionChange], int]:
         def read(connection: sqlite3.Connection) -> tuple[list[ReactionChange], int]:
+            connection.execute("BEGIN")  # the changes and the mark from one snapshot
+            try:
+                return changes_and_mark(connection)
+            finally:
+                connection.execute("COMMIT")
+
+        def changes_and_mark(connection: sqlite3.Connection) -> tuple[list[ReactionChange], int]:
             seen = _seen(connection, session_id)
             rows = connection.execute(
                 "SELECT l.message_seq, max(l.id) AS latest, r.owner, m.text FROM reaction_locators l "
