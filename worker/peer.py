@@ -118,6 +118,8 @@ class Peer:
                     return f"{self._remote} closed its output"
                 self.transcript.received(line)
                 problem = self._route(self.framing.decode(line))
+            except ConnectionError as error:  # a reset, not an EOF: the peer died with bytes unread
+                return f"the connection to {self._remote} failed: {error}"
             except MalformedFrame as error:
                 if error.data:
                     self.transcript.received(error.data)

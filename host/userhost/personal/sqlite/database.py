@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .schema import migrate
+from .schema import check_version, migrate
 
 T = TypeVar("T")
 Write = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
@@ -71,6 +71,8 @@ class Database:
         newer build."""
 
         def opened() -> sqlite3.Connection:
+            if path.exists():
+                check_version(path)  # before any setting that writes (journal_mode) touches the file
             connection = connect(path, prepare)
             try:
                 migrate(connection)

@@ -8,6 +8,7 @@ Migrations are only ever appended: a released one never changes.
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the space, its sessions and their history, with the search index of the visible messages.
@@ -124,6 +125,26 @@ class StoreVersionError(Exception):
     """The store was written by a newer build; it is left untouched."""
 
 
+def check_version(path: Path) -> None:
+    """StoreVersionError if the file's header names a version newer than this build's. It reads the
+    header's `user_version` (bytes 60-63) without opening the database, so a refused file is left as it
+    was: opening it would already switch a rollback-journal file to WAL. (A newer version still only in a
+    WAL file is caught by `migrate`; opening a file already in WAL mode changes nothing.)"""
+    with open(path, "rb") as file:
+        header = file.read(100)
+    if len(header) == 100 and header.startswith(b"SQLite format 3\x00"):
+        found = int.from_bytes(header[60:64], "big")
+        if found > VERSION:
+            raise StoreVersionError(_newer(found))
+
+
+def _newer(found: int) -> str:
+    return (
+        f"the store has schema version {found}, newer than this build's {VERSION}: "
+        "open it with the build that wrote it"
+    )
+
+
 def migrate(connection: sqlite3.Connection, target: int = VERSION) -> int:
     """Bring the database up to `target`, one transaction per migration; the version it started at.
 
@@ -132,10 +153,7 @@ def migrate(connection: sqlite3.Connection, target: int = VERSION) -> int:
     """
     found: int = connection.execute("PRAGMA user_version").fetchone()[0]
     if found > VERSION:
-        raise StoreVersionError(
-            f"the store has schema version {found}, newer than this build's {VERSION}: "
-            "open it with the build that wrote it"
-        )
+        raise StoreVersionError(_newer(found))
     for version in range(found, target):
         try:
             connection.executescript(
