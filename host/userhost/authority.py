@@ -77,6 +77,8 @@ class Composition:
 
     plugins: Sequence[Plugin]
     close: Callable[[], Awaitable[None]] | None = None
+    services: HostServices | None = None
+    """The module's providers of the host's question and push methods, if it has them."""
 
 
 Composer = Callable[["UserHost"], Awaitable[Composition]]
@@ -180,6 +182,8 @@ class UserHost:
                 composed.extend(composition.plugins)
                 if composition.close is not None:
                     host._closers.append(composition.close)
+                if composition.services is not None:
+                    host.services = composition.services
                 host._graph = Graph(1, _by_id(composed))
         except BaseException:
             await host.close()

@@ -20,6 +20,7 @@ from .attachments import AttachmentFiles
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
 from .sqlite.store import SqliteSessionDomain
+from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 
 if TYPE_CHECKING:
     from ..authority import UserHost
@@ -43,13 +44,16 @@ def personal(
     provider: ProviderFactory = sqlite_provider,
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
+    reply_turn: ReplyTurn = verbatim_reply,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
-    """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `started` is given the
-    plugin once it is built (an embedding drives its agent and reads its state through it)."""
+    """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `reply_turn` is the turn
+    that carries a task's reply into the main conversation; `started` is given the plugin once it is built
+    (an embedding drives its agent and its tasks (`plugin.tasks`) and reads its state through it)."""
 
     async def compose(host: UserHost) -> Composition:
         store = await provider(host, clock())
+        board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn)
         try:
             files = AttachmentFiles(host.layout.files)
             stored = files.stored()
@@ -69,10 +73,12 @@ def personal(
         except BaseException:
             await store.close()
             raise
+        plugin.tasks = board
         if input_receipts:
             loop.wake()  # inputs admitted before a restart that no context has included yet
+        board.wake()  # replies queued before a restart
         if started is not None:
             started(plugin)
-        return Composition([plugin.plugin()], store.close)
+        return Composition([plugin.plugin()], store.close, PersonalServices(board, clock))
 
     return compose

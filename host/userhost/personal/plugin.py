@@ -50,7 +50,8 @@ from ..plugins import Plugin, PluginCall
 from .agent import MainAgentLoop
 from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
 from .provider import Admission, SessionDomain, Submission
-from .sqlite.store import micros
+from .sqlite.messages import micros
+from .tasks import TaskBoard
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -74,6 +75,8 @@ class PersonalPlugin:
     graph_generation: Callable[[], int]
     clock: Callable[[], datetime]
     input_receipts: bool = True
+    tasks: TaskBoard | None = None
+    """The space's hidden tasks and their replies' deliveries (set by the composition)."""
 
     def plugin(self) -> Plugin:
         """The plugin as the composition graph lists it."""

@@ -19,9 +19,14 @@ from wuu.generated.models import (
     HistoryMessage,
     InputReceipt,
     MessageReactionSnapshot,
+    PushProvider,
+    PushRegisterResult,
     ReactionActor,
     ReactionRequestReceipt,
     ReactionState,
+    TaskDeliveryKind,
+    TaskDeliveryReceipt,
+    UserQuestionStatus,
 )
 
 
@@ -99,6 +104,127 @@ class StoredAttachment:
 
     metadata: AttachmentMetadata
     path: Path
+
+
+class TaskStateError(Exception):
+    """A task or delivery transition the stored state refuses; `reason` names the rule."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The owner's saved decision on one of a task's questions."""
+
+    question_id: str
+    status: UserQuestionStatus
+    answer: str | None
+    decided_at: str
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A hidden task execution as stored."""
+
+    task_id: str
+    parent_id: str | None
+    session_id: str
+    """The task's own hidden session, never the main conversation."""
+    request_id: str
+    requirements_version: int
+    execution_attempt: int
+    status: str
+    """`running`, `waiting_user`, `completed` or `failed`."""
+    cancel_requested: bool
+    outcome: str | None
+    """The saved result or failure text once the task ended."""
+    revision: int
+    decisions: tuple[Decision, ...]
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What a task stop persisted."""
+
+    tasks: tuple[str, ...]
+    """The stopped task and its descendants."""
+    cancelled: tuple[str, ...]
+    """Deliveries that were pending: now failed with `cancelled`."""
+    pending_cancellation: tuple[str, ...]
+    """Deliveries in flight (submitted, outcome unknown): marked for cancellation, not yet stopped."""
+
+
+@dataclass(frozen=True)
+class QuestionDecision:
+    """A saved decision as `user_question/answer|dismiss` returns it."""
+
+    question_id: str
+    task_id: str
+    status: UserQuestionStatus
+    decided_at: str
+    replayed: bool
+
+
+class TaskLedger(Protocol):
+    """The durable tasks of one space: hidden task executions, the delivery receipts of their replies, the
+    owner's decisions on questions and push registrations. Every call is one durable transition, checked
+    against the stored state in the same step (the bundled one: `sqlite.tasks.SqliteTaskLedger`)."""
+
+    async def create(self, request_id: str, parent_id: str | None, now: datetime) -> TaskRecord:
+        """A new hidden task for the dispatch `request_id`, or the one it already has."""
+
+    async def task(self, task_id: str) -> TaskRecord | None:
+        """The task as stored."""
+
+    async def ask(self, task_id: str, text: str, now: datetime) -> tuple[str, str]:
+        """The task waits for the owner: (question ID, its delivery ID)."""
+
+    async def finish(self, task_id: str, kind: TaskDeliveryKind, text: str, now: datetime) -> str:
+        """Save the task's result or failure and queue its reply; the delivery ID."""
+
+    async def resume(self, task_id: str, now: datetime) -> TaskRecord:
+        """A new requirements version and execution attempt."""
+
+    async def stop(self, task_id: str, now: datetime) -> StopOutcome:
+        """Cancellation intent for the task, its descendants and their undelivered replies."""
+
+    async def delivery(self, delivery_id: str) -> TaskDeliveryReceipt | None:
+        """One delivery receipt."""
+
+    async def deliveries(self, task_id: str) -> list[TaskDeliveryReceipt]:
+        """The task's delivery receipts, oldest first."""
+
+    async def pending(self) -> list[str]:
+        """The pending deliveries, oldest first."""
+
+    async def submit(self, delivery_id: str, now: datetime) -> tuple[TaskDeliveryReceipt, str] | None:
+        """pending → submitted under a fresh turn ID: the receipt and the reply's text."""
+
+    async def settle(
+        self, delivery_id: str, turn_id: str, text: str | None, now: datetime
+    ) -> TaskDeliveryReceipt:
+        """End the reply turn: delivered with `text`, failed without."""
+
+    async def retry(self, delivery_id: str, now: datetime) -> TaskDeliveryReceipt:
+        """An explicit delivery retry, after checking the original receipt."""
+
+    async def stop_reply(self, turn_id: str, now: datetime) -> TaskDeliveryReceipt:
+        """Stop exactly this reply turn if it is in flight."""
+
+    async def decide(
+        self, question_id: str, status: UserQuestionStatus, answer: str | None, request_id: str, now: datetime
+    ) -> QuestionDecision:
+        """Save the owner's decision, idempotent by `request_id`."""
+
+    async def register_push(
+        self, device_id: str, provider: PushProvider, app_id: str, token: str, now: datetime
+    ) -> PushRegisterResult:
+        """Save a device's push registration for an app."""
+
+    async def unregister_push(self, device_id: str, registration_id: str) -> bool:
+        """Remove a device's push registration; whether it existed."""
 
 
 class SessionDomain(Protocol):
@@ -187,6 +313,9 @@ class SessionDomain(Protocol):
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
         """The agent has seen the changes up to `mark`: the next snapshot supersedes them."""
+
+    def task_ledger(self) -> TaskLedger:
+        """The space's durable tasks, deliveries, questions and push registrations."""
 
     async def close(self) -> None:
         """Finish pending writes and release the store."""

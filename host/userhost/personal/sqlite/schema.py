@@ -115,6 +115,62 @@ MIGRATIONS: tuple[str, ...] = (
         seen INTEGER NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 4: hidden tasks, the delivery receipts of their replies, waiting-user questions, push registrations.
+    """
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        parent_id TEXT REFERENCES tasks (task_id),
+        session_id TEXT NOT NULL REFERENCES sessions (session_id),
+        request_id TEXT NOT NULL UNIQUE,
+        requirements_version INTEGER NOT NULL,
+        execution_attempt INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('running', 'waiting_user', 'completed', 'failed')),
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        outcome TEXT,
+        revision INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_by_parent ON tasks (parent_id);
+    CREATE TABLE task_deliveries (
+        delivery_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL REFERENCES tasks (task_id),
+        requirements_version INTEGER NOT NULL,
+        execution_attempt INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('question', 'result', 'failure')),
+        session_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'submitted', 'delivered', 'failed')),
+        turn_id TEXT UNIQUE,
+        history_seq INTEGER,
+        failure_code TEXT,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        question_id TEXT,
+        revision INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        created INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX deliveries_by_task ON task_deliveries (task_id);
+    CREATE INDEX deliveries_by_status ON task_deliveries (status, created);
+    CREATE TABLE questions (
+        question_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL REFERENCES tasks (task_id),
+        text TEXT NOT NULL,
+        status TEXT CHECK (status IN ('answered', 'dismissed')),
+        answer TEXT,
+        request_id TEXT UNIQUE,
+        decided_at TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE push_registrations (
+        registration_id TEXT PRIMARY KEY,
+        device_id TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        app_id TEXT NOT NULL,
+        token TEXT NOT NULL,
+        registered_at TEXT NOT NULL,
+        UNIQUE (device_id, app_id)
+    ) WITHOUT ROWID;
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,11 @@ from ..provider import (
     ReactionWrite,
     StoredAttachment,
     Submission,
+    TaskLedger,
 )
 from .database import Database
+from .messages import append_message, rfc3339
+from .tasks import SqliteTaskLedger
 
 STORE_FILE = "personal.sqlite"
 RETAINED_REACTION_RECEIPTS = 32
@@ -57,17 +60,6 @@ MESSAGE_COLUMNS = (
 
 class StoreError(Exception):
     """The store cannot serve this user space (it belongs to another, or it is damaged)."""
-
-
-def rfc3339(moment: datetime) -> str:
-    """A UTC timestamp with microseconds, as the store writes them."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def micros(moment: datetime) -> int:
-    """Microseconds since the epoch."""
-    delta = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _new_id(prefix: str) -> str:
@@ -114,6 +106,9 @@ class SqliteSessionDomain:
     async def close(self) -> None:
         await self.database.close()
 
+    def task_ledger(self) -> TaskLedger:
+        return SqliteTaskLedger(self.database, self.main_session_id)
+
     # --- sessions --------------------------------------------------------------------------------
 
     async def main_session(self) -> str:
@@ -156,7 +151,9 @@ class SqliteSessionDomain:
                     "user_input.client_input_id",
                 )
             indexed = submission.session_id == self.main_session_id
-            seq = _append(connection, submission.session_id, "user", submission.text, now, indexed=indexed)
+            seq = append_message(
+                connection, submission.session_id, "user", submission.text, now, indexed=indexed
+            )
             receipt_id = _new_id("rcp")
             stamp = rfc3339(now)
             connection.execute(
@@ -224,7 +221,7 @@ class SqliteSessionDomain:
     async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
         indexed = kind == "text" and session_id == self.main_session_id
         return await self.database.write(
-            lambda c: _append(c, session_id, "assistant", text, now, kind, indexed=indexed)
+            lambda c: append_message(c, session_id, "assistant", text, now, kind, indexed=indexed)
         )
 
     async def pending_inputs(self, session_id: str, limit: int) -> list[int]:
@@ -510,36 +507,6 @@ class SqliteSessionDomain:
 
 
 # --- the statements' helpers (run on the writer's or the reader's thread) -----------------------------
-
-
-def _append(
-    connection: sqlite3.Connection,
-    session_id: str,
-    role: str,
-    text: str,
-    now: datetime,
-    kind: str = "text",
-    *,
-    indexed: bool,
-) -> int:
-    """Save one message at the session's next sequence, its text indexed for search when `indexed` (the
-    main conversation's visible messages); its sequence."""
-    last = connection.execute(
-        "SELECT seq, created_us, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    seq = 1 if last is None else last[0] + 1
-    stamp, at = micros(now), rfc3339(now)
-    if last is not None and last[1] is not None and last[1] > stamp:
-        stamp, at = last[1], last[2]  # timestamps never run backwards within a session
-    row_id = connection.execute(
-        "INSERT INTO messages (session_id, seq, role, kind, text, created_at, created_us) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, seq, role, kind, text, at, stamp),
-    ).lastrowid
-    if indexed:
-        connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text))
-    return seq
 
 
 def _require(connection: sqlite3.Connection, session_id: str, main: str) -> None:
