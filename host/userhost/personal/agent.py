@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -56,6 +56,7 @@ class AgentStep:
         reactions: Sequence[ReactionChange],
         reactions_mark: int,
         reacted: Callable[[str, int], None],
+        ask: Callable[[str, str], Awaitable[str]],
     ) -> None:
         self.session_id = session_id
         self.pending = tuple(pending)
@@ -69,6 +70,7 @@ class AgentStep:
         self._clock = clock
         self._reactions_mark = reactions_mark
         self._reacted = reacted
+        self._ask = ask
         self.replies: list[int] = []
 
     async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
@@ -91,6 +93,12 @@ class AgentStep:
         seq = await self._store.append_assistant(self.session_id, text, self._clock())
         self.replies.append(seq)
         return seq
+
+    async def ask(self, text: str, request_id: str) -> str:
+        """Ask the owner a question through a hidden task of its own (the task of dispatch `request_id`): the
+        question reaches the main conversation by its own durable delivery, and the owner's decision
+        updates that task. The question ID."""
+        return await self._ask(text, request_id)
 
     async def record(self, kind: str, text: str) -> int:
         """Save a hidden record of the step (`reasoning`, or a `tool` call's record): part of the session's
@@ -122,15 +130,22 @@ class Agent(Protocol):
         """Take one step: assemble a context, then reply or react (or neither)."""
 
 
+ASK = "/ask "
+
+
 class StandInAgent:
     """A deterministic stand-in for a model (not a model): each step puts the whole offered history before
-    its "model" and answers the newest waiting input with `Received: <its text>`."""
+    its "model" and answers the newest waiting input with `Received: <its text>`; an input that starts with
+    `/ask ` makes it ask the owner the rest of the text as a waiting-user question instead."""
 
     async def step(self, step: AgentStep) -> None:
         await step.assemble(step.history)
         if step.pending:
             newest = step.pending[-1]
-            await step.reply(f"Received: {newest.text}" if newest.text else "Received your attachments.")
+            if newest.text.startswith(ASK):
+                await step.ask(newest.text[len(ASK) :], f"ask-{newest.client_input_id}")
+            else:
+                await step.reply(f"Received: {newest.text}" if newest.text else "Received your attachments.")
 
 
 class MainAgentLoop:
@@ -145,11 +160,13 @@ class MainAgentLoop:
         clock: Callable[[], datetime],
         admit: Callable[[Coroutine[Any, Any, None]], None],
         reacted: Callable[[str, int], None],
+        ask: Callable[[str, str], Awaitable[str]],
     ) -> None:
         """`reacted(session_id, message_seq)` is told of every reaction the agent saves (clients are sent
-        the same content-free notice as for the owner's)."""
+        the same content-free notice as for the owner's); `ask(text, request_id)` asks the owner."""
         self._agent = agent
         self._reacted = reacted
+        self._ask = ask
         self._store = store
         self._clock = clock
         self._admit = admit
@@ -195,7 +212,9 @@ class MainAgentLoop:
         by_seq = {message.message_seq: message for message in history}
         pending = [by_seq[seq] for seq in waiting if seq in by_seq]
         changes, mark = await self._store.reaction_changes(session_id, REACTION_CHANGES)
-        step = AgentStep(self._store, session_id, self._clock, pending, history, changes, mark, self._reacted)
+        step = AgentStep(
+            self._store, session_id, self._clock, pending, history, changes, mark, self._reacted, self._ask
+        )
         try:
             await self._agent.step(step)
         except Exception:

@@ -59,7 +59,12 @@ def personal(
             stored = files.stored()
             files.remove(sorted(set(stored) - await store.known_attachments(stored)))
             loop = MainAgentLoop(
-                agent or StandInAgent(), store, clock, host.admit, lambda *target: plugin.invalidate(*target)
+                agent or StandInAgent(),
+                store,
+                clock,
+                host.admit,
+                lambda *target: plugin.invalidate(*target),
+                board.ask_owner,
             )
             plugin = PersonalPlugin(
                 store=store,

@@ -89,6 +89,11 @@ class TaskBoard:
         self.wake()
         return question_id
 
+    async def ask_owner(self, text: str, request_id: str) -> str:
+        """Ask through the task of dispatch `request_id` (created for it): the question ID."""
+        task = await self.create(request_id)
+        return await self.ask(task.task_id, text)
+
     async def complete(self, task_id: str, text: str) -> str:
         """Save the task's successful result and queue its reply; the delivery ID. TaskStateError
         `waiting_user` while the task waits for an answer: a result cannot overtake the owner."""
