@@ -2810,7 +2810,7 @@ class UserInputAttachment(WireModel):
 
 class UserQuestionAnswerParams(WireModel):
     """
-    Answers a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has another decision gets `question_already_decided`.
+    Answers a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a `request_id` already used for another question or another decision gets `request_id_conflict`. A decision that leaves none of the task's questions open lets the waiting task run again.
     """
 
     model_config = ConfigDict(
@@ -2839,7 +2839,7 @@ class UserQuestionAnswerParams(WireModel):
 
 class UserQuestionDismissParams(WireModel):
     """
-    Declines to answer a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has another decision gets `question_already_decided`.
+    Declines to answer a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a `request_id` already used for another question or another decision gets `request_id_conflict`. A decision that leaves none of the task's questions open lets the waiting task run again.
     """
 
     model_config = ConfigDict(
@@ -4396,7 +4396,7 @@ class TaskDeliveryReceipt(WireModel):
     """
     failure_code: Annotated[str | None, Field(max_length=64, pattern="^[a-z][a-z0-9_]*$")]
     """
-    Why delivery failed (for example `cancelled` when a task stop cancelled the undelivered reply), or null unless `status` is failed.
+    Why delivery failed, or null unless `status` is failed: `cancelled` when a task stop or a stop of the reply's turn cancelled the undelivered reply (a submitted reply marked for cancellation fails with it when its turn ends, and nothing appears), `delivery_failed` when the reply turn failed; a provider may add codes of its own.
     """
     revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
     """

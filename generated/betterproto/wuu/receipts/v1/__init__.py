@@ -704,8 +704,10 @@ class TaskDeliveryReceipt(betterproto2.Message):
 
     failure_code: "str | None" = betterproto2.field(11, betterproto2.TYPE_STRING, optional=True)
     """
-    Why delivery failed (for example `cancelled` when a task stop cancelled the undelivered reply), or null
-    unless `status` is failed.
+    Why delivery failed, or null unless `status` is failed: `cancelled` when a task stop or a stop of the
+    reply's turn cancelled the undelivered reply (a submitted reply marked for cancellation fails with it
+    when its turn ends, and nothing appears), `delivery_failed` when the reply turn failed; a provider may
+    add codes of its own.
     """
 
     revision: "int" = betterproto2.field(12, betterproto2.TYPE_INT64)

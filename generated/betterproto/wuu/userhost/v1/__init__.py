@@ -1824,8 +1824,10 @@ default_message_pool.register_message("wuu.userhost.v1", "UserInputAttachment", 
 class UserQuestionAnswerParams(betterproto2.Message):
     """
     Answers a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the
-    same `request_id` returns the saved decision with `replayed` true. A question that already has another
-    decision gets `question_already_decided`.
+    same `request_id` returns the saved decision with `replayed` true. A question that already has
+    a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a
+    `request_id` already used for another question or another decision gets `request_id_conflict`. A decision
+    that leaves none of the task's questions open lets the waiting task run again.
     """
 
     question_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -1890,7 +1892,9 @@ class UserQuestionDismissParams(betterproto2.Message):
     """
     Declines to answer a waiting-user question. The decision is durable and idempotent by `request_id`: a retry
     with the same `request_id` returns the saved decision with `replayed` true. A question that already has
-    another decision gets `question_already_decided`.
+    a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a
+    `request_id` already used for another question or another decision gets `request_id_conflict`. A decision
+    that leaves none of the task's questions open lets the waiting task run again.
     """
 
     question_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
