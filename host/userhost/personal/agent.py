@@ -15,6 +15,7 @@ and the demo. A real model plugs in through the same interface.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -143,7 +144,9 @@ class StandInAgent:
         if step.pending:
             newest = step.pending[-1]
             if newest.text.startswith(ASK):
-                await step.ask(newest.text[len(ASK) :], f"ask-{newest.client_input_id}")
+                # The task's dispatch ID derives from the input's, within the 128 characters of an ID.
+                digest = hashlib.sha256(str(newest.client_input_id).encode()).hexdigest()[:32]
+                await step.ask(newest.text[len(ASK) :], f"ask-{digest}")
             else:
                 await step.reply(f"Received: {newest.text}" if newest.text else "Received your attachments.")
 

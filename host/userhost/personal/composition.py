@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..authority import Composer, Composition
+from ..review.startup import require_migrated
 from .agent import Agent, MainAgentLoop, StandInAgent
 from .attachments import AttachmentFiles
 from .plugin import PersonalPlugin
@@ -52,6 +53,7 @@ def personal(
     (an embedding drives its agent and its tasks (`plugin.tasks`) and reads its state through it)."""
 
     async def compose(host: UserHost) -> Composition:
+        require_migrated(host.layout.state, host.user_space_id)
         store = await provider(host, clock())
         board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn)
         try:

@@ -158,7 +158,10 @@ class TaskBoard:
             while True:
                 self._again = False
                 for delivery_id in await self.ledger.pending():
-                    await self._deliver(delivery_id)
+                    try:
+                        await self._deliver(delivery_id)
+                    except Exception:  # one broken delivery never holds up the others
+                        log.exception("a delivery failed", extra={"delivery_id": delivery_id})
                 if not self._again:
                     break
         finally:

@@ -9,6 +9,7 @@ at once cannot both apply to a waiting task, and a stop and a delivery cannot bo
 
 from __future__ import annotations
 
+import re
 import secrets
 import sqlite3
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ DELIVERY_COLUMNS = (
     "delivery_id, task_id, requirements_version, execution_attempt, request_id, kind, session_id, status, "
     "turn_id, history_seq, failure_code, revision, updated_at"
 )
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+"""A business request ID (the receipts' `request_id` rule)."""
 TASK_COLUMNS = (
     "task_id, parent_id, session_id, request_id, requirements_version, execution_attempt, status, "
     "cancel_requested, outcome, revision"
@@ -60,8 +63,14 @@ class SqliteTaskLedger:
             found = _task_where(connection, "request_id = ?", request_id)
             if found is not None:
                 return found
-            if parent_id is not None and _task_where(connection, "task_id = ?", parent_id) is None:
-                raise TaskStateError("not_found", f"no parent task {parent_id}")
+            if not REQUEST_ID.fullmatch(request_id):
+                raise TaskStateError("invalid_request_id", f"{request_id!r} is not a business request ID")
+            if parent_id is not None:
+                parent = _task_where(connection, "task_id = ?", parent_id)
+                if parent is None:
+                    raise TaskStateError("not_found", f"no parent task {parent_id}")
+                if parent.cancel_requested:  # the stop's intent covers descendant work started later
+                    raise TaskStateError("cancelled", f"parent task {parent_id} was stopped")
             task_id, session_id, stamp = _id("task"), _id("ses_task"), rfc3339(now)
             connection.execute("INSERT INTO sessions VALUES (?, 'task', ?)", (session_id, stamp))
             connection.execute(
@@ -271,6 +280,13 @@ class SqliteTaskLedger:
                     "outcome_unknown", f"turn {receipt.turn_id} was submitted and its outcome is unknown"
                 )
             if receipt.status.value == "failed":
+                stopped = connection.execute(
+                    "SELECT cancel_requested FROM tasks WHERE task_id = ?", (receipt.task_id,)
+                ).fetchone()[0]
+                if stopped and receipt.failure_code == "cancelled":
+                    raise TaskStateError(
+                        "cancelled", f"task {receipt.task_id} was stopped: its reply stays cancelled"
+                    )
                 connection.execute(
                     "UPDATE task_deliveries SET status = 'pending', turn_id = NULL, failure_code = NULL, "
                     "revision = revision + 1, updated_at = ? WHERE delivery_id = ?",
