@@ -199,7 +199,8 @@ def build_conversation(home: Path, messages: int, seed: int = 7) -> dict[str, tu
         "INSERT INTO messages (id, session_id, seq, role, text, created_at, created_us) VALUES (?, ?, ?, ?, ?, ?, ?)",
         rows(),
     )
-    connection.execute("INSERT INTO messages_fts (rowid, text) SELECT id, text FROM messages")
+    connection.create_function("casefold", 1, str.casefold, deterministic=True)
+    connection.execute("INSERT INTO messages_fts (rowid, text) SELECT id, casefold(text) FROM messages")
     connection.execute("COMMIT")
     connection.close()
 

@@ -14,6 +14,7 @@ import base64
 import binascii
 import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -61,6 +62,7 @@ HISTORY_PAGE = 50
 SEARCH_PAGE = 20
 ATTACHMENT_CHUNK = 262_144
 T = TypeVar("T")
+FRACTION = re.compile(r"\.([0-9]+)")
 
 
 @dataclass
@@ -306,9 +308,16 @@ def _cursor(token: str, scope: str) -> int:
 def _bound(value: str | None, field: str) -> int | None:
     if value is None:
         return None
+    text = value.replace("z", "Z").replace("t", "T")
+    # Digits past the microsecond: the bound is rounded up to the next microsecond (messages are saved to
+    # the microsecond, so `>= min` and `< max` stay exact).
+    fraction = FRACTION.search(text)
+    beyond = fraction is not None and len(fraction.group(1)) > 6 and fraction.group(1)[6:].strip("0") != ""
+    if fraction is not None:
+        text = text[: fraction.start()] + "." + fraction.group(1)[:6].ljust(6, "0") + text[fraction.end() :]
     try:
-        return micros(datetime.fromisoformat(value.replace("z", "Z").replace("t", "T")))
-    except ValueError:
+        return micros(datetime.fromisoformat(text)) + (1 if beyond else 0)
+    except (ValueError, OverflowError):
         raise UserHostError(
             UserHostErrorCode.INVALID_PARAMS, f"{value!r} is not a valid time", field
         ) from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 
 def rfc3339(moment: datetime) -> str:
@@ -13,8 +13,8 @@ def rfc3339(moment: datetime) -> str:
 
 def micros(moment: datetime) -> int:
     """Microseconds since the epoch."""
-    delta = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    # Subtracting aware datetimes never overflows (converting one near year 1 or 9999 to UTC can).
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def append_message(
@@ -43,5 +43,5 @@ def append_message(
         (session_id, seq, role, kind, text, at, stamp),
     ).lastrowid
     if indexed:
-        connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text))
+        connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text.casefold()))
     return seq

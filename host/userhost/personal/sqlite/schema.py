@@ -43,9 +43,10 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (session_id, seq)
     );
     CREATE INDEX messages_by_time ON messages (session_id, created_us);
-    -- Only visible text of the main conversation is indexed (the public conversation projection).
+    -- Only visible text of the main conversation is indexed (the public conversation projection), case
+    -- folded as Python folds it (full folding: "ß" is "ss"), so that a query folded alike matches.
     CREATE VIRTUAL TABLE messages_fts USING fts5 (
-        text, content = 'messages', content_rowid = 'id', tokenize = 'trigram'
+        text, content = '', tokenize = 'trigram case_sensitive 1'
     );
     """,
     # 2: input receipts and the attachments admission bound.

@@ -298,7 +298,7 @@ class SqliteSessionDomain:
             if time_min_us is not None or time_max_us is not None:
                 bounds = " AND m.created_us IS NOT NULL AND m.created_us >= ? AND m.created_us < ?"
                 arguments += [time_min_us or -(2**63), time_max_us or 2**63 - 1]
-            if len(query) < SHORT_QUERY or "\x00" in query:  # FTS5 query strings end at a NUL
+            if len(query.casefold()) < SHORT_QUERY or "\x00" in query:  # FTS5 query strings end at a NUL
                 sql = (
                     f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
                     # `+`: walk the rows by id, newest first, and stop at the page's end (the session's
@@ -308,7 +308,7 @@ class SqliteSessionDomain:
                 )
                 rows = connection.execute(sql, [*arguments, query, limit]).fetchall()
             else:
-                phrase = '"' + query.replace('"', '""') + '"'
+                phrase = '"' + query.casefold().replace('"', '""') + '"'
                 sql = (
                     f"SELECT {MESSAGE_COLUMNS} FROM messages_fts f JOIN messages m ON m.id = f.rowid "
                     "JOIN sessions s USING (session_id) WHERE messages_fts MATCH ? AND m.session_id = ? "

@@ -193,7 +193,9 @@ def build_version_1_store(path: Path) -> None:
                 "INSERT INTO messages (session_id, seq, role, text, created_at, created_us) VALUES (?, ?, ?, ?, ?, ?)",
                 (LEGACY_MAIN, seq, role, text, created_at, created_us),
             ).lastrowid
-            connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text))
+            connection.execute(
+                "INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text.casefold())
+            )
     finally:
         connection.close()
 
