@@ -29,6 +29,7 @@ from .models import (
     SingularityExecutionProfile,
     SingularityImageReference,
     SshExecutionProfile,
+    UserConfiguration,
     VercelExecutionProfile,
 )
 
@@ -59,5 +60,6 @@ __all__ = [
     "SingularityExecutionProfile",
     "SingularityImageReference",
     "SshExecutionProfile",
+    "UserConfiguration",
     "VercelExecutionProfile",
 ]

@@ -13,6 +13,10 @@ from .models import (
     MethodKind,
     ProtocolConstant,
     RequirementTier,
+    SqliteColumn,
+    SqliteColumnType,
+    SqliteLayout,
+    SqliteTable,
     ToolEntry,
 )
 
@@ -27,5 +31,9 @@ __all__ = [
     "MethodKind",
     "ProtocolConstant",
     "RequirementTier",
+    "SqliteColumn",
+    "SqliteColumnType",
+    "SqliteLayout",
+    "SqliteTable",
     "ToolEntry",
 ]

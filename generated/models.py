@@ -2070,7 +2070,7 @@ class ReviewLedgerMigrationStatus(StrEnum):
     """
     ALREADY_MIGRATED = "already-migrated"
     """
-    A committed marker for this source path and `source_digest` exists; nothing was imported again. A matching marker resolves an earlier apply whose outcome was unknown.
+    A committed marker for this source path and `source_digest` exists; nothing was imported again. A matching marker resolves an earlier apply whose outcome was unknown. Inspection reports it too once the source is migrated, and so does a repeated apply, which writes nothing.
     """
 
 
@@ -2295,6 +2295,24 @@ SingularityImageReference = TypeAliasType(
 """
 A Singularity/Apptainer worker image: the absolute path of a SIF file on the host, or a source URI (`docker://`, `oras://`, `library://`, ...). The image contains the Wuu worker of the host's revision. A relative path is a configuration error.
 """
+
+
+class SqliteColumnType(StrEnum):
+    """
+    The declared type of a column, which is also the SQLite storage class (`typeof`) of every non-NULL value it holds.
+    """
+
+    INTEGER = "INTEGER"
+    """
+    A signed 64-bit integer.
+    """
+    TEXT = "TEXT"
+    """
+    UTF-8 text.
+    """
+
+
+PrimaryKeyItem = TypeAliasType("PrimaryKeyItem", Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")])
 
 
 class SshExecutionProfile(WireModel):
@@ -2566,7 +2584,7 @@ class UserHostErrorCode(StrEnum):
     """
     PERSONAL_REVIEW_LEGACY_MIGRATION_REQUIRED = "personal_review_legacy_migration_required"
     """
-    An existing legacy `personal-review.sqlite` has not been migrated into the selected review-ledger provider. The host does not start; the operator stops every Personal host of the user space, keeps its backup and runs `wuu state migrate-personal-review`.
+    An existing legacy `personal-review.sqlite` has not been migrated into the selected review-ledger provider: the provider holds no committed marker for the ledger's path. The host does not start and creates no selected ledger; the operator stops every Personal host of the user space, keeps its backup and runs `wuu state migrate-personal-review`.
     """
     GRAPH_GENERATION_CHANGED = "graph_generation_changed"
     """
@@ -4102,7 +4120,7 @@ class ProcessReadResult(WireModel):
 
 class ReviewLedgerMigrationResult(WireModel):
     """
-    The JSON result of `wuu state migrate-personal-review`. Both operations require a verified local owner, the current selected resource policy and the exclusive presence of one stopped host; shared or multi-host storage is rejected. Apply checks `expected_source_digest` against the same frozen logical source snapshot it imports (committed SQLite WAL data included), copies settings, actions and audit into the empty selected provider and commits the marker in the same transaction. It never deletes or updates the source, overwrites selected records, replays uncertain actions or grants execution permission. A digest mismatch, a changed source or a populated incompatible destination fails the command without a result: they require operator reconciliation, never a forced overwrite.
+    The JSON result of `wuu state migrate-personal-review --user-space SPACE [--composition-profile PROFILE] [--config FILE] [--home DIR] [--dry-run | --apply --expect-source-digest DIGEST]`, printed on stdout with exit status 0. The source is the space's legacy ledger under the home (`--home`, else `$WUU_HOME`, else `~/.wuu`; it MUST be absolute); the command is run with the same home, configuration and profile override as the space's hosts. The selected provider comes from the composition profile: `--composition-profile` when given, else the `composition_profile` of the `--config` file (`UserConfiguration`); with neither, or with a profile that selects no review-ledger provider, the command fails. Both operations require a verified local owner (the user running the command owns the Personal state folder and the source), the current selected resource policy and the exclusive presence of one stopped host: every running host holds a shared `flock` on its state folder itself (`<home>/user-spaces/<space>/<domain>/state`) from the moment it has created it until it closes, and the command takes the same lock on the Personal state folder exclusively and without waiting: it fails while any host holds it, and holds it until it ends, so that no host starts meanwhile (such a host fails to start). Shared or multi-host storage is rejected. Apply checks `expected_source_digest` against the same frozen logical source snapshot it imports (committed SQLite WAL data included), copies settings, actions and audit into the empty selected provider and commits the marker in the same transaction. It never deletes or updates the source, overwrites selected records, replays uncertain actions or grants execution permission. A missing source, a source or destination that breaks its layout, a digest mismatch, a changed source (a committed marker for the source's path with another digest) or a populated incompatible destination fails the command without a result, with exit status 2 and a message on stderr; the last two require operator reconciliation, never a forced overwrite. An apply that ends without a result (a kill, a failed transport or cleanup) leaves the source as it was and the destination either migrated with its marker or as it was before: inspecting again tells which.
     """
 
     model_config = ConfigDict(
@@ -4122,19 +4140,19 @@ class ReviewLedgerMigrationResult(WireModel):
     """
     composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}$")]
     """
-    The composition profile the selected provider was resolved with (`--composition-profile`, or the configured profile), or null when none is selected.
+    The composition profile the selected provider was resolved with (`--composition-profile`, or the configured profile), or null when none is selected (the bundled command fails instead of running without one).
     """
     selected_provider: Annotated[str, Field(max_length=256, min_length=1)]
     """
-    The ID of the selected review-ledger provider the source is, or would be, imported into.
+    The ID of the selected review-ledger provider the source is, or would be, imported into: `wuu.review-ledger.sqlite`, the bundled provider (`spec/data/review_ledger_sqlite.json`), for the profile `personal`.
     """
     source_path: Annotated[str, Field(min_length=2, pattern="^/")]
     """
-    The absolute path of the legacy `personal-review.sqlite`.
+    The absolute path of the legacy `personal-review.sqlite`, every symbolic link resolved: the path the marker is bound to.
     """
     source_digest: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
     """
-    Lowercase hexadecimal SHA-256 digest of the frozen logical source snapshot. Apply MUST be given exactly this value as `--expect-source-digest`.
+    Lowercase hexadecimal SHA-256 digest of the frozen logical source snapshot. Apply MUST be given exactly this value as `--expect-source-digest`. The digest is taken over the snapshot's canonical dump: for each table of `spec/data/legacy_review_ledger.json` in its order (settings, actions, audit), and for each of its rows in ascending primary-key order, one line holding the JSON array of the table's name followed by the row's values in the layout's column order (TEXT as a string, INTEGER as a number in plain decimal, NULL as `null`), written without whitespace, each string escaped as RFC 8785 does (`\\"` for `"`, `\\\\` for `\\`, `\\b`, `\\t`, `\\n`, `\\f` or `\\r` for those control characters and `\\u00xx` in lowercase hexadecimal for the other ones below U+0020; every other character as itself), in UTF-8 and ended by one line feed (U+000A). It depends only on the committed logical content: the same rows give the same digest whether they are in the main file or only in committed WAL frames, and uncommitted frames are no part of it.
     """
     expected_source_digest: Annotated[str | None, Field(pattern="^[0-9a-f]{64}$")]
     """
@@ -4343,6 +4361,58 @@ class SingularityExecutionProfile(WireModel):
     memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
     The memory limit in MiB.
+    """
+
+
+class SqliteColumn(WireModel):
+    """
+    One column of a table.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    """
+    The column's name.
+    """
+    type: SqliteColumnType
+    """
+    The declared type. A value of another storage class breaks the layout.
+    """
+    nullable: bool
+    """
+    Whether the column may hold NULL. A column that may not is declared `NOT NULL`; a primary-key column never holds NULL.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the column holds, and its rules.
+    """
+
+
+class SqliteTable(WireModel):
+    """
+    One table: it is created as `CREATE TABLE <name> (<column> <type>[ NOT NULL], ..., PRIMARY KEY (<primary_key>, ...))`, with its columns in the order given (an INTEGER primary key of one column is therefore SQLite's rowid). Rows are read in ascending primary-key order: TEXT compared bytewise as UTF-8 (SQLite's BINARY collation), INTEGER numerically.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    """
+    The table's name.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What one row of the table is.
+    """
+    columns: Annotated[list[SqliteColumn], Field(max_length=64, min_length=1)]
+    """
+    The columns, in order; their names are distinct.
+    """
+    primary_key: Annotated[list[PrimaryKeyItem], Field(max_length=8, min_length=1)]
+    """
+    The names of the primary-key columns, in key order.
     """
 
 
@@ -4757,6 +4827,36 @@ class SensitivePathRules(WireModel):
     """
 
 
+class SqliteLayout(WireModel):
+    """
+    The layout of one SQLite file. A file follows the layout when each of its tables exists with exactly these columns (names and declared types, in this order, `NOT NULL` where not nullable) and every value is NULL (in a nullable column only) or of its column's type. Other tables, indexes and triggers the file may hold are not part of the layout.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["SqliteLayout"], Field(alias="schema")]
+    """
+    Names the def that validates this document (`SqliteLayout`), for data files that carry their own type.
+    """
+    file: Annotated[str, Field(pattern="^<home>/")]
+    """
+    Where the file lives, with the placeholders `<home>` (the host's home: `--home`, else `$WUU_HOME`, else `~/.wuu`) and `<space>` (the user space ID).
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the file is, and the rules of its writers and readers.
+    """
+    user_version: Annotated[int | None, Field(ge=0, le=2147483647)]
+    """
+    The SQLite `user_version` (schema version) a file of this layout carries, or null when the layout does not fix it.
+    """
+    tables: Annotated[list[SqliteTable], Field(max_length=64, min_length=1)]
+    """
+    The tables, in the order every reader and writer takes them; their names are distinct.
+    """
+
+
 class UserHostInitializeResult(WireModel):
     """
     The host's answer to a successful `initialize`. `user_space_id` and `product_domain` are fixed for the host's entire lifetime, are separate from the additive isolation report, and do not change with the extension inventory. A client MUST check both against the user space and domain it expects before calling Personal services, and MUST close the connection on a mismatch.
@@ -4824,4 +4924,27 @@ class ExecutionEnvironments(WireModel):
     ] = {}
     """
     The named execution profiles, keyed by profile name. The name `local` is reserved for local execution and MUST NOT be a key. Removing a profile removes only configuration: it never deletes a retained environment.
+    """
+
+
+class UserConfiguration(WireModel):
+    """
+    The user configuration: one JSON object. A reader rejects an unknown key.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    composition_profile: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_-]{0,63}$"),
+    ] = None
+    """
+    The configured composition profile: what a host composes, and which providers it selects, when no `--composition-profile` overrides it. `personal` selects the Personal plugin and the bundled review-ledger provider `wuu.review-ledger.sqlite` (`spec/data/review_ledger_sqlite.json`).
+    """
+    execution_environments: Annotated[
+        ExecutionEnvironments | None, Field(json_schema_extra={"x-not-null": True})
+    ] = None
+    """
+    The execution profiles (`ExecutionEnvironments`).
     """

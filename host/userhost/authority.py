@@ -32,6 +32,7 @@ from wuu.generated.models import (
 
 from .errors import UserHostError, UserHostStartError
 from .plugins import Graph, Plugin
+from .review.presence import PresenceLock
 from .services import HostServices, NoHostServices
 from .session import ClientSession
 
@@ -99,6 +100,7 @@ class UserHost:
         layout: StorageLayout,
         plugins: Iterable[Plugin],
         services: HostServices,
+        presence: PresenceLock | None = None,
     ) -> None:
         self.user_space_id = user_space_id
         self.product_domain = product_domain
@@ -112,6 +114,7 @@ class UserHost:
         self._work: set[asyncio.Task[None]] = set()
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._closed = False
+        self._presence = presence
 
     @classmethod
     async def start(
@@ -131,8 +134,10 @@ class UserHost:
         and build the composition: the `plugins` given, then each module of `compose` in order.
 
         Raises UserHostStartError (`user_host_binding_required`, `unknown_isolation_mode`,
-        `user_host_isolation_required`) before anything is written under `home`. A module that fails to
-        build fails the start; the modules built before it are closed.
+        `user_host_isolation_required`) before anything is written under `home`. Once the storage exists the
+        host holds its share of the state folder's presence lock for its whole life: PresenceHeld while a
+        maintenance command (the review-ledger migration) holds the folder. A module that fails to build
+        fails the start; the modules built before it are closed.
         """
         if not _pattern("user_space_id").fullmatch(user_space_id or ""):
             raise UserHostStartError(
@@ -165,16 +170,22 @@ class UserHost:
             await _verify(verifier, layout)
         layout.state.mkdir(parents=True, exist_ok=True, mode=0o700)
         layout.files.mkdir(parents=True, exist_ok=True, mode=0o700)
+        presence = PresenceLock.acquire(layout.state, exclusive=False)
         host_isolation = UserHostHostIsolation.VERIFIED if verified else UserHostHostIsolation.UNVERIFIED
-        host = cls(
-            user_space_id=user_space_id,
-            product_domain=product_domain,
-            composition_profile=composition_profile,
-            isolation=UserHostIsolation(memory=UserHostMemoryIsolation.LOGICAL, host=host_isolation),
-            layout=layout,
-            plugins=plugins,
-            services=services or NoHostServices(),
-        )
+        try:
+            host = cls(
+                user_space_id=user_space_id,
+                product_domain=product_domain,
+                composition_profile=composition_profile,
+                isolation=UserHostIsolation(memory=UserHostMemoryIsolation.LOGICAL, host=host_isolation),
+                layout=layout,
+                plugins=plugins,
+                services=services or NoHostServices(),
+                presence=presence,
+            )
+        except BaseException:
+            presence.release()
+            raise
         composed = list(host._graph.plugins.values())
         try:
             for module in compose:
@@ -273,16 +284,21 @@ class UserHost:
             await asyncio.wait(set(self._work))
 
     async def close(self) -> None:
-        """End the authority: detach every client and stop the work it still runs."""
+        """End the authority: detach every client, stop the work it still runs, close the composition's modules
+        and release the presence lock."""
         self._closed = True
         for session in list(self._sessions):
             session.detach()
         for task in list(self._work):
             task.cancel()
         await asyncio.gather(*self._work, return_exceptions=True)
-        for close in reversed(self._closers):
-            await close()
-        self._closers.clear()
+        try:
+            for close in reversed(self._closers):
+                await close()
+        finally:
+            self._closers.clear()
+            if self._presence is not None:
+                self._presence.release()
         log.info("user host closed")
 
 

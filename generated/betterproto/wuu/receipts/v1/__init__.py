@@ -166,7 +166,8 @@ class ReviewLedgerMigrationStatus(betterproto2.Enum):
     ALREADY_MIGRATED = 3
     """
     `already-migrated`: A committed marker for this source path and `source_digest` exists; nothing was
-    imported again. A matching marker resolves an earlier apply whose outcome was unknown.
+    imported again. A matching marker resolves an earlier apply whose outcome was unknown. Inspection reports
+    it too once the source is migrated, and so does a repeated apply, which writes nothing.
     """
 
     @classmethod
@@ -534,14 +535,28 @@ default_message_pool.register_message("wuu.receipts.v1", "ReactionState", Reacti
 @dataclass(eq=False, repr=False)
 class ReviewLedgerMigrationResult(betterproto2.Message):
     """
-    The JSON result of `wuu state migrate-personal-review`. Both operations require a verified local owner, the
-    current selected resource policy and the exclusive presence of one stopped host; shared or multi-host
-    storage is rejected. Apply checks `expected_source_digest` against the same frozen logical source snapshot
-    it imports (committed SQLite WAL data included), copies settings, actions and audit into the empty selected
-    provider and commits the marker in the same transaction. It never deletes or updates the source, overwrites
-    selected records, replays uncertain actions or grants execution permission. A digest mismatch, a changed
-    source or a populated incompatible destination fails the command without a result: they require operator
-    reconciliation, never a forced overwrite.
+    The JSON result of `wuu state migrate-personal-review --user-space SPACE [--composition-profile PROFILE]
+    [--config FILE] [--home DIR] [--dry-run | --apply --expect-source-digest DIGEST]`, printed on stdout with
+    exit status 0. The source is the space's legacy ledger under the home (`--home`, else `$WUU_HOME`, else
+    `~/.wuu`; it MUST be absolute); the command is run with the same home, configuration and profile override
+    as the space's hosts. The selected provider comes from the composition profile: `--composition-profile`
+    when given, else the `composition_profile` of the `--config` file (`UserConfiguration`); with neither, or
+    with a profile that selects no review-ledger provider, the command fails. Both operations require a
+    verified local owner (the user running the command owns the Personal state folder and the source), the
+    current selected resource policy and the exclusive presence of one stopped host: every running host holds a
+    shared `flock` on its state folder itself (`<home>/user-spaces/<space>/<domain>/state`) from the moment it
+    has created it until it closes, and the command takes the same lock on the Personal state folder
+    exclusively and without waiting: it fails while any host holds it, and holds it until it ends, so that no
+    host starts meanwhile (such a host fails to start). Shared or multi-host storage is rejected. Apply checks
+    `expected_source_digest` against the same frozen logical source snapshot it imports (committed SQLite WAL
+    data included), copies settings, actions and audit into the empty selected provider and commits the marker
+    in the same transaction. It never deletes or updates the source, overwrites selected records, replays
+    uncertain actions or grants execution permission. A missing source, a source or destination that breaks its
+    layout, a digest mismatch, a changed source (a committed marker for the source's path with another digest)
+    or a populated incompatible destination fails the command without a result, with exit status 2 and a
+    message on stderr; the last two require operator reconciliation, never a forced overwrite. An apply that
+    ends without a result (a kill, a failed transport or cleanup) leaves the source as it was and the
+    destination either migrated with its marker or as it was before: inspecting again tells which.
     """
 
     status: "ReviewLedgerMigrationStatus" = betterproto2.field(
@@ -566,23 +581,35 @@ class ReviewLedgerMigrationResult(betterproto2.Message):
     composition_profile: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
     """
     The composition profile the selected provider was resolved with (`--composition-profile`, or the
-    configured profile), or null when none is selected.
+    configured profile), or null when none is selected (the bundled command fails instead of running without
+    one).
     """
 
     selected_provider: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
     """
-    The ID of the selected review-ledger provider the source is, or would be, imported into.
+    The ID of the selected review-ledger provider the source is, or would be, imported into:
+    `wuu.review-ledger.sqlite`, the bundled provider (`spec/data/review_ledger_sqlite.json`), for the profile
+    `personal`.
     """
 
     source_path: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
     """
-    The absolute path of the legacy `personal-review.sqlite`.
+    The absolute path of the legacy `personal-review.sqlite`, every symbolic link resolved: the path the
+    marker is bound to.
     """
 
     source_digest: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
     """
     Lowercase hexadecimal SHA-256 digest of the frozen logical source snapshot. Apply MUST be given exactly
-    this value as `--expect-source-digest`.
+    this value as `--expect-source-digest`. The digest is taken over the snapshot's canonical dump: for each
+    table of `spec/data/legacy_review_ledger.json` in its order (settings, actions, audit), and for each of
+    its rows in ascending primary-key order, one line holding the JSON array of the table's name followed by
+    the row's values in the layout's column order (TEXT as a string, INTEGER as a number in plain decimal,
+    NULL as `null`), written without whitespace, each string escaped as RFC 8785 does (`\\"` for `"`, `\\\\` for
+    `\\`, `\\b`, `\\t`, `\\n`, `\\f` or `\\r` for those control characters and `\\u00xx` in lowercase hexadecimal
+    for the other ones below U+0020; every other character as itself), in UTF-8 and ended by one line feed
+    (U+000A). It depends only on the committed logical content: the same rows give the same digest whether
+    they are in the main file or only in committed WAL frames, and uncommitted frames are no part of it.
     """
 
     expected_source_digest: "str | None" = betterproto2.field(8, betterproto2.TYPE_STRING, optional=True)

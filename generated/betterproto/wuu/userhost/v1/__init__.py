@@ -260,8 +260,9 @@ class UserHostErrorCode(betterproto2.Enum):
     PERSONAL_REVIEW_LEGACY_MIGRATION_REQUIRED = 13
     """
     `personal_review_legacy_migration_required`: An existing legacy `personal-review.sqlite` has not been
-    migrated into the selected review-ledger provider. The host does not start; the operator stops every
-    Personal host of the user space, keeps its backup and runs `wuu state migrate-personal-review`.
+    migrated into the selected review-ledger provider: the provider holds no committed marker for the ledger's
+    path. The host does not start and creates no selected ledger; the operator stops every Personal host of
+    the user space, keeps its backup and runs `wuu state migrate-personal-review`.
     """
 
     GRAPH_GENERATION_CHANGED = 14
