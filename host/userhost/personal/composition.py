@@ -14,10 +14,13 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from wuu.generated.models import TaskDeliveryReceipt
+
 from ..authority import Composer, Composition
 from ..review.startup import require_migrated
 from .agent import Agent, MainAgentLoop, StandInAgent
 from .attachments import AttachmentFiles
+from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
 from .sqlite.store import SqliteSessionDomain
@@ -26,6 +29,8 @@ from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 if TYPE_CHECKING:
     from ..authority import UserHost
 
+MAIN_AGENT = "main"
+"""The responsible agent of the main conversation's attention."""
 ProviderFactory = Callable[["UserHost", datetime], Awaitable[SessionDomain]]
 """Opens the `session.domain` provider of a started host."""
 
@@ -46,16 +51,33 @@ def personal(
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
     reply_turn: ReplyTurn = verbatim_reply,
+    attention_policy: AttentionPolicy | None = None,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
     """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `reply_turn` is the turn
-    that carries a task's reply into the main conversation; `started` is given the plugin once it is built
-    (an embedding drives its agent and its tasks (`plugin.tasks`) and reads its state through it)."""
+    that carries a task's reply into the main conversation; `attention_policy` the owner's notification
+    policy (grouping off by default); `started` is given the plugin once it is built (an embedding drives its
+    agent and its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and
+    reads its state through it)."""
 
     async def compose(host: UserHost) -> Composition:
         require_migrated(host.layout.state, host.user_space_id)
         store = await provider(host, clock())
-        board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn)
+        main = store.main_session_id
+        attention = AttentionService(
+            clock,
+            LoopScheduler(clock),
+            authorized=lambda locator: locator.session_id == main,
+            generation=lambda: host.graph.generation,
+            policy=attention_policy,
+        )
+
+        def delivered(receipt: TaskDeliveryReceipt) -> None:
+            # A task's reply in the main conversation raises attention for the main agent that carries it.
+            assert receipt.history_seq is not None
+            attention.admit(AttentionItem(MAIN_AGENT, Locator(receipt.session_id, receipt.history_seq)))
+
+        board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn, delivered)
         try:
             files = AttachmentFiles(host.layout.files)
             stored = files.stored()
@@ -81,11 +103,17 @@ def personal(
             await store.close()
             raise
         plugin.tasks = board
+        plugin.attention = attention
         if input_receipts:
             loop.wake()  # inputs admitted before a restart that no context has included yet
         board.wake()  # replies queued before a restart
         if started is not None:
             started(plugin)
-        return Composition([plugin.plugin()], store.close, PersonalServices(board, clock))
+
+        async def close() -> None:
+            attention.close()
+            await store.close()
+
+        return Composition([plugin.plugin()], close, PersonalServices(board, clock))
 
     return compose

@@ -50,6 +50,7 @@ from ..errors import UserHostError
 from ..plugins import Plugin, PluginCall
 from .agent import MainAgentLoop
 from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
+from .attention import AttentionService
 from .provider import Admission, SessionDomain, Submission
 from .sqlite.messages import micros
 from .tasks import TaskBoard
@@ -79,6 +80,8 @@ class PersonalPlugin:
     input_receipts: bool = True
     tasks: TaskBoard | None = None
     """The space's hidden tasks and their replies' deliveries (set by the composition)."""
+    attention: AttentionService | None = None
+    """The owner's user attention (set by the composition): `subscribe()` for its notifications."""
 
     def plugin(self) -> Plugin:
         """The plugin as the composition graph lists it."""
