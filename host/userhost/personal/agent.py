@@ -27,6 +27,7 @@ from wuu.generated.models import ReactionActor, ReactionState
 
 from ..errors import UserHostError
 from .provider import ContextMessage, ReactionChange, SessionDomain
+from .serial import SerialWork
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -172,43 +173,29 @@ class MainAgentLoop:
         self._ask = ask
         self._store = store
         self._clock = clock
-        self._admit = admit
-        self._running = False
-        self._again = False
-        self.idle = asyncio.Event()
-        self.idle.set()
+        self._work = SerialWork(admit, self._pass)
+
+    @property
+    def idle(self) -> asyncio.Event:
+        """Set while the agent takes no step."""
+        return self._work.idle
 
     def wake(self) -> None:
         """Inputs may be waiting: run steps as admitted work unless a run is already going."""
-        if self._running:
-            self._again = True
-            return
-        self._running = True
-        self.idle.clear()
-        self._admit(self._run())
+        self._work.wake()
 
-    async def _run(self) -> None:
+    async def _pass(self) -> bool:
+        """One step if inputs wait; whether to step again (the step changed what waits)."""
         try:
-            try:
-                session_id = await self._store.main_session()
-            except UserHostError as error:
-                log.error("the main agent has no conversation to step: %s", error)
-                return
-            while True:
-                self._again = False
-                waiting = await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)
-                if waiting:
-                    await self._step(session_id, waiting)
-                    if (
-                        self._again
-                        or (await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)) != waiting
-                    ):
-                        continue
-                if not self._again:
-                    break
-        finally:
-            self._running = False
-            self.idle.set()
+            session_id = await self._store.main_session()
+        except UserHostError as error:
+            log.error("the main agent has no conversation to step: %s", error)
+            return False
+        waiting = await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)
+        if not waiting:
+            return False
+        await self._step(session_id, waiting)
+        return (await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)) != waiting
 
     async def _step(self, session_id: str, waiting: Sequence[int]) -> None:
         history = await self._store.context(session_id, CONTEXT_MESSAGES)

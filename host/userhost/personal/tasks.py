@@ -36,6 +36,7 @@ from wuu.generated.models import (
 from ..errors import UserHostError
 from ..services import Caller
 from .provider import StopOutcome, TaskLedger, TaskRecord, TaskStateError
+from .serial import SerialWork
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -63,14 +64,14 @@ class TaskBoard:
         self.ledger = ledger
         self.reply_turn = reply_turn
         self._clock = clock
-        self._admit = admit
         self._delivered = delivered
-        self._running = False
-        self._again = False
         self._decided: dict[str, asyncio.Event] = {}
-        self.idle = asyncio.Event()
+        self._work = SerialWork(admit, self._pass)
+
+    @property
+    def idle(self) -> asyncio.Event:
         """Set while the delivery runner has nothing to do."""
-        self.idle.set()
+        return self._work.idle
 
     # --- tasks ------------------------------------------------------------------------------------
 
@@ -146,27 +147,15 @@ class TaskBoard:
 
     def wake(self) -> None:
         """Deliveries may be pending: run the runner as admitted work unless it already runs."""
-        if self._running:
-            self._again = True
-            return
-        self._running = True
-        self.idle.clear()
-        self._admit(self._run())
+        self._work.wake()
 
-    async def _run(self) -> None:
-        try:
-            while True:
-                self._again = False
-                for delivery_id in await self.ledger.pending():
-                    try:
-                        await self._deliver(delivery_id)
-                    except Exception:  # one broken delivery never holds up the others
-                        log.exception("a delivery failed", extra={"delivery_id": delivery_id})
-                if not self._again:
-                    break
-        finally:
-            self._running = False
-            self.idle.set()
+    async def _pass(self) -> bool:
+        for delivery_id in await self.ledger.pending():
+            try:
+                await self._deliver(delivery_id)
+            except Exception:  # one broken delivery never holds up the others
+                log.exception("a delivery failed", extra={"delivery_id": delivery_id})
+        return False
 
     async def _deliver(self, delivery_id: str) -> None:
         submitted = await self.ledger.submit(delivery_id, self._clock())

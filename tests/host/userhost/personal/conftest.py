@@ -141,6 +141,32 @@ async def client(connect: Connect) -> UserHostClient:
     return await connect()
 
 
+Attach = Callable[[Space | UserHost], Awaitable[UserHostClient]]
+
+
+@pytest.fixture
+async def attach(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Attach]:
+    """Serves a given host on a socket of its own and opens an initialized client of it (for tests that
+    start hosts themselves); everything is closed after the test, before the hosts."""
+    servers: list[UnixServer] = []
+    clients: list[UserHostClient] = []
+
+    async def open_client(target: Space | UserHost) -> UserHostClient:
+        host = target.host if isinstance(target, Space) else target
+        server = await UnixServer.start(host, run_dir / f"attach-{len(servers)}.sock")
+        servers.append(server)
+        client = await UserHostClient.connect_unix(server.path)
+        clients.append(client)
+        await client.initialize()
+        return client
+
+    yield open_client
+    for client in clients:
+        await client.close()
+    for server in servers:
+        await server.close()
+
+
 # --- building calls ----------------------------------------------------------------------------------
 
 

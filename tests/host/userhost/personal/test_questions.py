@@ -25,14 +25,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.host.userhost.personal.conftest import (
+    Attach,
     Clock,
     Inputs,
     Space,
@@ -50,7 +50,6 @@ from wuu.generated.models import (
     UserQuestionDismissResult,
     UserQuestionStatus,
 )
-from wuu.host.userhost import UnixServer
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.personal.provider import Decision, TaskRecord, TaskStateError
@@ -131,30 +130,6 @@ async def history(client: UserHostClient, session_id: str) -> list[dict[str, Any
         await call(client, "agents.history.read", {"session_id": session_id})
     )["messages"]
     return messages
-
-
-Attach = Callable[[Space], Awaitable[UserHostClient]]
-
-
-@pytest.fixture
-async def attach(run_dir: Path) -> AsyncIterator[Attach]:
-    """Serves a host on a socket of its own and opens an initialized client of it (for restarts)."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
-
-    async def open_client(space: Space) -> UserHostClient:
-        server = await UnixServer.start(space.host, run_dir / f"restart-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
 
 
 # --- the stand-in's /ask, end to end ---------------------------------------------------------------------

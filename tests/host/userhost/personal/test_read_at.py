@@ -12,7 +12,7 @@ input never read is read by recovery, and one already read is not read again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.host.userhost.personal.conftest import (
+    Attach,
     Clock,
     Inputs,
     Space,
@@ -33,34 +34,9 @@ from tests.host.userhost.personal.conftest import (
 )
 from wuu.generated.models import AgentsSendParams, AgentsSendResult
 from wuu.generated.models import UserHostErrorCode as Code
-from wuu.host.userhost import Plugin, PluginCall, UnixServer, UserHost
+from wuu.host.userhost import Plugin, PluginCall, UserHost
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import AgentStep, ContextMessage, ModelContext, PersonalPlugin, personal
-
-Attach = Callable[[Space | UserHost], Awaitable[UserHostClient]]
-
-
-@pytest.fixture
-async def attach(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Attach]:
-    """Serves a host on a socket of its own and opens an initialized client of it; everything is closed
-    after the test, before the hosts."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
-
-    async def open_client(target: Space | UserHost) -> UserHostClient:
-        host = target.host if isinstance(target, Space) else target
-        server = await UnixServer.start(host, run_dir / f"attach-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
 
 
 async def receipts(client: UserHostClient, session_id: str, *client_input_ids: str) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import base64
 import binascii
 import hashlib
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.host.userhost.personal.conftest import (
+    Attach,
     Clock,
     Connect,
     Inputs,
@@ -40,7 +41,7 @@ from tests.host.userhost.personal.conftest import (
     silent,
 )
 from wuu.generated.models import UserHostErrorCode as Code
-from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost import UserHost
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import PLUGIN_ID, PersonalPlugin, personal
 
@@ -50,7 +51,6 @@ MAX_BYTES = 20 * MIB
 MAX_TEXT = 64_000
 """The most UTF-8 bytes of `user_input.text`."""
 
-Attach = Callable[[Space], Awaitable[UserHostClient]]
 Stored = tuple[int, int, int, list[Path]]
 
 
@@ -58,28 +58,6 @@ Stored = tuple[int, int, int, list[Path]]
 async def space(start_space: StartSpace) -> Space:
     """The host of this module: Personal with a silent agent (nothing reads the inputs)."""
     return await start_space(agent=silent())
-
-
-@pytest.fixture
-async def attach(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Attach]:
-    """Serves a given host on a socket of its own and opens an initialized client of it (for tests that
-    start hosts themselves); everything is closed after the test, before the hosts."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
-
-    async def open_client(space: Space) -> UserHostClient:
-        server = await UnixServer.start(space.host, run_dir / f"attach-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
 
 
 def stored(space: Space) -> Stored:

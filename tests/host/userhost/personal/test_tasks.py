@@ -27,18 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import until
-from tests.host.userhost.personal.conftest import Clock, Space, StartSpace, call, error, result
+from tests.host.userhost.personal.conftest import Attach, Clock, Space, StartSpace, call, error, result
 from wuu.generated.models import TaskDeliveryReceipt
 from wuu.generated.models import UserHostErrorCode as Code
-from wuu.host.userhost import UnixServer
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal.provider import StopOutcome, TaskRecord, TaskStateError
 from wuu.host.userhost.personal.tasks import TaskBoard
@@ -207,30 +205,6 @@ async def refused(work: Awaitable[object], reason: str) -> None:
     with pytest.raises(TaskStateError) as raised:
         await work
     assert raised.value.reason == reason, raised.value
-
-
-Attach = Callable[[Space], Awaitable[UserHostClient]]
-
-
-@pytest.fixture
-async def attach(run_dir: Path) -> AsyncIterator[Attach]:
-    """Serves a host on a socket of its own and opens an initialized client of it (for restarts)."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
-
-    async def open_client(space: Space) -> UserHostClient:
-        server = await UnixServer.start(space.host, run_dir / f"restart-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return client
-
-    yield open_client
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
 
 
 # --- the task and its session -----------------------------------------------------------------------------
