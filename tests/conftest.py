@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+
+# One test process runs gRPC servers and forks confined children (`preexec_fn`): gRPC's fork support would
+# run its handlers in such a child, which then aborts on its poller's closed descriptors before it execs.
+# Read by grpc when it is first imported, which is after this file.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from tests.helpers import DEADLINE, Spawner
 from wuu.worker.client import WorkerClient
