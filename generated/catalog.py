@@ -94,6 +94,8 @@ USERHOST_MAX_REACTIONS_READ_MESSAGES: Final = 100
 """The most message sequences one `agents.reactions` call reads. (count)"""
 USERHOST_MAX_REACTION_REQUEST_RECEIPTS: Final = 32
 """The most reaction request receipts a message retains. (count)"""
+USERHOST_MAX_REACTION_FEEDBACK_MESSAGES: Final = 24
+"""The most recently changed reaction targets the main agent's next natural step is shown, each with its current reaction (or removal) and a short excerpt of its text; repeated changes are coalesced, and the snapshot supersedes earlier reaction context. (count)"""
 USERHOST_ATTACHMENT_READ_DEFAULT_CHARS: Final = 262144
 """`max_chars` of `host.session.attachment.read` when omitted, in base64 characters. (count)"""
 USERHOST_ATTACHMENT_READ_MAX_CHARS: Final = 1048576

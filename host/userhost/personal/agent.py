@@ -5,8 +5,9 @@ An `Agent` is given an `AgentStep`: the inputs that wait for it, the recent hist
 changes since its last step. It calls `assemble` with the messages it puts before its model; the host
 records `read_at` for exactly the admitted inputs among them whose client input ID and history sequence are
 those of their receipts, and gives back the `ModelContext` a model adapter would receive. Then it saves
-replies (`reply`) and reacts to user messages (`react`, the seed's `react_to_message`). Nothing a client,
-a plugin response or a receipt field says can set `read_at`: only `assemble` does.
+replies (`reply`) and reacts to user messages (`react`: the `react_to_message` of
+spec/schema/receipts/reactions.schema.json). Nothing a client, a plugin response or a receipt field says
+can set `read_at` (spec/schema/receipts/input.schema.json): only `assemble` does.
 
 `StandInAgent` is the bundled agent: a deterministic stand-in for a model, named as such, used by the tests
 and the demo. A real model plugs in through the same interface.
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from wuu.generated.catalog import USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
 from wuu.generated.models import ReactionActor, ReactionState
 
 from ..errors import UserHostError
@@ -33,8 +35,6 @@ log = logging.getLogger("wuu.host.userhost.personal")
 
 CONTEXT_MESSAGES = 50
 """The most history messages a step is offered."""
-REACTION_CHANGES = 24
-"""The most recently changed reaction targets a step is shown (seed 003)."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,9 @@ class MainAgentLoop:
         history = await self._store.context(session_id, CONTEXT_MESSAGES)
         by_seq = {message.message_seq: message for message in history}
         pending = [by_seq[seq] for seq in waiting if seq in by_seq]
-        changes, mark = await self._store.reaction_changes(session_id, REACTION_CHANGES)
+        changes, mark = await self._store.reaction_changes(
+            session_id, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
+        )
         step = AgentStep(
             self._store, session_id, self._clock, pending, history, changes, mark, self._reacted, self._ask
         )

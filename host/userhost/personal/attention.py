@@ -1,4 +1,5 @@
-"""User attention: the content-free notifications the host raises for the owner (seed 003, "session.attention"),
+"""User attention: the content-free notifications the host raises for the owner (`session.attention`; the limits are
+`max_attention_batches` and `max_attention_grouping_window_seconds` of spec/methods/userhost.json),
 observed for the host's whole life through `AttentionService.subscribe`, whether or not a phone is attached.
 
 The persisted owner admits attention under its current policy (notifications on, not quiet hours); raw

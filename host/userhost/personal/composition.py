@@ -97,13 +97,13 @@ def personal(
                 notify=host.notify,
                 graph_generation=lambda: host.graph.generation,
                 clock=clock,
+                tasks=board,
+                attention=attention,
                 input_receipts=input_receipts,
             )
         except BaseException:
             await store.close()
             raise
-        plugin.tasks = board
-        plugin.attention = attention
         if input_receipts:
             loop.wake()  # inputs admitted before a restart that no context has included yet
         board.wake()  # replies queued before a restart

@@ -59,9 +59,6 @@ log = logging.getLogger("wuu.host.userhost.personal")
 
 PLUGIN_ID = "wuu.personal"
 FINGERPRINT = "wuu.personal/1"
-HISTORY_PAGE = 50
-SEARCH_PAGE = 20
-ATTACHMENT_CHUNK = 262_144
 T = TypeVar("T")
 FRACTION = re.compile(r"\.([0-9]+)")
 
@@ -77,11 +74,11 @@ class PersonalPlugin:
     notify: Callable[[PluginClientInvalidateParams], object]
     graph_generation: Callable[[], int]
     clock: Callable[[], datetime]
+    tasks: TaskBoard
+    """The space's hidden tasks and their replies' deliveries."""
+    attention: AttentionService
+    """The owner's user attention: `subscribe()` for its notifications."""
     input_receipts: bool = True
-    tasks: TaskBoard | None = None
-    """The space's hidden tasks and their replies' deliveries (set by the composition)."""
-    attention: AttentionService | None = None
-    """The owner's user attention (set by the composition): `subscribe()` for its notifications."""
 
     def plugin(self) -> Plugin:
         """The plugin as the composition graph lists it."""
@@ -197,7 +194,7 @@ class PersonalPlugin:
         self, params: AgentsHistoryReadParams, call: PluginCall
     ) -> AgentsHistoryReadResult:
         session_id = await self._main(params.session_id)
-        size = params.page_size or HISTORY_PAGE
+        size = params.page_size
         found = await self.store.history(session_id, params.before_seq, size + 1)
         more = len(found) > size
         page = found[:size]
@@ -211,7 +208,7 @@ class PersonalPlugin:
         time_max = _bound(params.time_max, "params.time_max")
         scope = search_scope(session_id, params.query, params.time_min, params.time_max)
         before = None if params.page_token is None else _cursor(params.page_token, scope)
-        size = params.page_size or SEARCH_PAGE
+        size = params.page_size
         found = await self.store.search(session_id, params.query, time_min, time_max, before, size + 1)
         page = found[:size]
         token = _page_token(page[-1].message_seq, scope) if len(found) > size else None
@@ -235,9 +232,7 @@ class PersonalPlugin:
                 f"offset {params.offset} is past the content's {total} base64 characters",
                 "params.offset",
             )
-        data, _ = await asyncio.to_thread(
-            read_chunk, stored.path, params.offset, params.max_chars or ATTACHMENT_CHUNK
-        )
+        data, _ = await asyncio.to_thread(read_chunk, stored.path, params.offset, params.max_chars)
         next_offset = params.offset + len(data)
         eof = next_offset >= total
         final = await asyncio.to_thread(file_sha256, stored.path) if eof else None

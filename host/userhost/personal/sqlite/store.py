@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from wuu.generated.catalog import USERHOST_MAX_REACTION_REQUEST_RECEIPTS
 from wuu.generated.models import (
     AttachmentMetadata,
     HistoryMessage,
@@ -42,8 +43,6 @@ from .messages import append_message, rfc3339
 from .tasks import SqliteTaskLedger
 
 STORE_FILE = "personal.sqlite"
-RETAINED_REACTION_RECEIPTS = 32
-"""Request receipts a message keeps (seed 003)."""
 UNSEEN_LOCATORS = 1024
 """Reaction locators kept for the agent's next step; older unseen ones are superseded by newer ones."""
 EXCERPT_CHARS = 120
@@ -418,7 +417,7 @@ class SqliteSessionDomain:
                 "DELETE FROM reaction_receipts WHERE session_id = ? AND message_seq = ? AND id NOT IN "
                 "(SELECT id FROM reaction_receipts WHERE session_id = ? AND message_seq = ? "
                 "ORDER BY id DESC LIMIT ?)",
-                (session_id, message_seq, session_id, message_seq, RETAINED_REACTION_RECEIPTS),
+                (session_id, message_seq, session_id, message_seq, USERHOST_MAX_REACTION_REQUEST_RECEIPTS),
             )
             if locator is not None:
                 connection.execute("UPDATE reaction_locators SET done = 1 WHERE id = ?", (locator,))

@@ -3,8 +3,9 @@ conversation, waiting-user questions and push registrations (spec/schema/receipt
 spec/schema/userhost/questions.schema.json, push.schema.json).
 
 Each transition is one write of the database's single writer, checked against the stored state in the
-same transaction, so the races the seed names resolve by commit order: an answer and a result submitted
-at once cannot both apply to a waiting task, and a stop and a delivery cannot both settle one reply.
+same transaction, so the races those schemas rule out resolve by commit order: an answer and a result
+submitted at once cannot both apply to a waiting task, and a stop and a delivery cannot both settle one
+reply.
 """
 
 from __future__ import annotations
