@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -165,6 +166,15 @@ async def attach(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Attach
         await client.close()
     for server in servers:
         await server.close()
+
+
+def serve_command(home: Path, socket: Path) -> list[str]:
+    """`wuu-userhost serve` of the Personal composition on `home`, listening on `socket`, as a process."""
+    return [
+        *(sys.executable, "-m", "wuu.host.userhost", "serve", "--user-space", "local"),
+        *("--product-domain", "personal", "--composition-profile", "personal"),
+        *("--home", str(home), "--listen", f"unix:{socket}"),
+    ]
 
 
 # --- building calls ----------------------------------------------------------------------------------

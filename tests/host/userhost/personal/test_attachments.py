@@ -1,6 +1,6 @@
 """`host.session.attachment.read` of the Personal plugin (spec/schema/userhost/personal.schema.json
-`HostSessionAttachmentReadParams`, `HostSessionAttachmentReadResult`; seed 003, "Foreground input and
-attachments") and the attachment files on disk.
+`HostSessionAttachmentReadParams`, `HostSessionAttachmentReadResult`, and `UserInput`'s attachment rules) and the
+attachment files on disk.
 
 Covered, over the real Unix socket on the real SQLite file:
 - a 20 MiB attachment of random bytes reassembled chunk by chunk with the default `max_chars`, the largest
@@ -24,13 +24,14 @@ import hashlib
 import json
 import random
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.host.userhost.personal.conftest import (
+    Attach,
     Inputs,
     Space,
     StartSpace,
@@ -43,7 +44,6 @@ from tests.host.userhost.personal.conftest import (
     silent,
 )
 from wuu.generated.models import UserHostErrorCode as Code
-from wuu.host.userhost import UnixServer
 from wuu.host.userhost.client import UserHostClient
 
 MIB = 1024 * 1024
@@ -57,26 +57,14 @@ Open = Callable[[], Awaitable[tuple[Space, UserHostClient]]]
 
 
 @pytest.fixture
-async def open_space(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Open]:
-    """Starts a Personal host whose agent never steps, serves it on a socket of its own and opens an
-    initialized client of it; the client and socket are closed after the test, before the host."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
+async def open_space(start_space: StartSpace, attach: Attach) -> Open:
+    """Starts a Personal host whose agent never steps and opens an initialized client of it."""
 
     async def start() -> tuple[Space, UserHostClient]:
         space = await start_space(agent=silent())
-        server = await UnixServer.start(space.host, run_dir / f"attachments-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return space, client
+        return space, await attach(space)
 
-    yield start
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
+    return start
 
 
 def total_chars(size: int) -> int:

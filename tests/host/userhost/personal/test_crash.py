@@ -18,14 +18,13 @@ import os
 import random
 import signal
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tests.helpers import DEADLINE
-from tests.host.userhost.personal.conftest import attachment, call, main_session, result, send
+from tests.host.userhost.personal.conftest import attachment, call, main_session, result, send, serve_command
 from wuu.host.userhost.client import ConnectionLost, UserHostClient
 
 KILLS = max(20, round(20 * float(os.environ.get("WUU_CHAOS_SCALE", "1"))))
@@ -60,25 +59,6 @@ class Ledger:
         self.reactions.clear()
         self.reactions_in_flight.clear()
         self.round_sends.clear()
-
-
-def serve_command(home: Path, socket: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "wuu.host.userhost",
-        "serve",
-        "--user-space",
-        "local",
-        "--product-domain",
-        "personal",
-        "--composition-profile",
-        "personal",
-        "--home",
-        str(home),
-        "--listen",
-        f"unix:{socket}",
-    ]
 
 
 async def start_host(home: Path, socket: Path, log: Path) -> asyncio.subprocess.Process:

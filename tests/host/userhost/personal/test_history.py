@@ -1,6 +1,6 @@
 """`agents.history.read` and `agents.history.search` of the Personal plugin
 (spec/schema/userhost/personal.schema.json `AgentsHistoryReadParams`, `AgentsHistorySearchParams`,
-`HistoryMessage`; seed 003, the history-search paragraph).
+`HistoryMessage`).
 
 Covered, over the real Unix socket on the real SQLite file:
 - history.read: newest first, `page_size` (default 50), `next_before_seq` chained through every page until
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from tests.host.userhost.personal.conftest import (
+    Attach,
     Inputs,
     Space,
     StartSpace,
@@ -45,7 +46,6 @@ from tests.host.userhost.personal.conftest import (
     silent,
 )
 from wuu.generated.models import UserHostErrorCode as Code
-from wuu.host.userhost import UnixServer
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import Agent, AgentStep
 
@@ -57,28 +57,16 @@ Open = Callable[..., Awaitable[tuple[Space, UserHostClient]]]
 
 
 @pytest.fixture
-async def open_space(start_space: StartSpace, run_dir: Path) -> AsyncIterator[Open]:
-    """Starts a Personal host (keyword arguments go to `personal()`), serves it on a socket of its own and
-    opens an initialized client of it; the clients and sockets are closed after the test, before the hosts.
+async def open_space(start_space: StartSpace, attach: Attach) -> Open:
+    """Starts a Personal host (keyword arguments go to `personal()`) and opens an initialized client of it.
     The clock is held (it does not advance by itself): a test sets `space.clock.now` for known times."""
-    servers: list[UnixServer] = []
-    clients: list[UserHostClient] = []
 
     async def start(**options: Any) -> tuple[Space, UserHostClient]:
         space = await start_space(**options)
         space.clock.step = timedelta(0)
-        server = await UnixServer.start(space.host, run_dir / f"history-{len(servers)}.sock")
-        servers.append(server)
-        client = await UserHostClient.connect_unix(server.path)
-        clients.append(client)
-        await client.initialize()
-        return space, client
+        return space, await attach(space)
 
-    yield start
-    for client in clients:
-        await client.close()
-    for server in servers:
-        await server.close()
+    return start
 
 
 def stamp(moment: datetime) -> str:

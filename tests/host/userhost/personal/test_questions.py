@@ -1,7 +1,6 @@
 """Waiting-user questions and their decisions (`user_question/answer`, `user_question/dismiss`), and
 device-bound push registrations (`push/register`, `push/unregister`), over real transports
-(spec/schema/userhost/questions.schema.json, push.schema.json; seed 003, "Business contracts and external
-services").
+(spec/schema/userhost/questions.schema.json, push.schema.json).
 
 Covered, questions (raw JSON over the Unix socket): the stand-in agent's `/ask ` end to end (the question is
 an assistant message with its `question_id`; the answer updates the original task, which runs again, and

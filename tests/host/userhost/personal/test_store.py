@@ -15,7 +15,6 @@ import hashlib
 import re
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,6 +32,7 @@ from tests.host.userhost.personal.conftest import (
     main_session,
     result,
     send,
+    serve_command,
     silent,
 )
 from wuu.generated.models import UserHostErrorCode
@@ -305,25 +305,6 @@ async def test_a_newer_store_in_rollback_journal_mode_is_refused_untouched(home:
         await start_host(home)
     assert path.read_bytes() == before
     assert rows(path, "PRAGMA journal_mode") == [("delete",)]
-
-
-def serve_command(home: Path, socket: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "wuu.host.userhost",
-        "serve",
-        "--user-space",
-        "local",
-        "--product-domain",
-        "personal",
-        "--composition-profile",
-        "personal",
-        "--home",
-        str(home),
-        "--listen",
-        f"unix:{socket}",
-    ]
 
 
 async def test_the_cli_refuses_a_newer_store_with_status_2(home: Path, run_dir: Path) -> None:

@@ -1,6 +1,6 @@
 """Hidden tasks and the durable delivery of their replies, through the embedding API (`space.plugin.tasks`,
 a `TaskBoard`), the store's file and the main conversation's history over a real client
-(spec/schema/receipts/task_delivery.schema.json; seed 003, "Business contracts and external services").
+(spec/schema/receipts/task_delivery.schema.json).
 
 Covered: a task runs in a hidden session of its own (never the main one, never readable as a conversation)
 and creation is idempotent by its dispatch request ID; a result, a failure and a question each reach the
