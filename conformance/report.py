@@ -11,7 +11,7 @@ from itertools import groupby
 from pathlib import Path
 from xml.etree import ElementTree
 
-from .registry import requirements
+from .registry import Suite
 from .runner import CaseResult, Status
 
 
@@ -37,7 +37,7 @@ def summarize(results: Sequence[CaseResult], stale: Sequence[str]) -> Summary:
 
 def _requirement_lines(result: CaseResult) -> list[str]:
     lines = []
-    registry = requirements()
+    registry = result.case.suite.requirements()
     for requirement_id in result.case.requirements:
         requirement = registry[requirement_id]
         lines.append(f"requirement {requirement.id} ({requirement.tier.value}): {requirement.description}")
@@ -46,9 +46,11 @@ def _requirement_lines(result: CaseResult) -> list[str]:
     return lines
 
 
-def terminal(results: Sequence[CaseResult], stale: Sequence[str], command: Sequence[str]) -> str:
+def terminal(
+    results: Sequence[CaseResult], stale: Sequence[str], command: Sequence[str], suite: Suite
+) -> str:
     """The human report: each area's cases, failures with requirement, spec text and frames; the totals."""
-    out = [f"wuu-conformance: {len(results)} cases against {shlex.join(command)}", ""]
+    out = [f"wuu-conformance: {suite.title}, {len(results)} cases against {shlex.join(command)}", ""]
     for area, group in groupby(sorted(results, key=lambda r: r.case.id), key=lambda r: r.case.area):
         out.append(area)
         for result in group:
@@ -74,9 +76,10 @@ def terminal(results: Sequence[CaseResult], stale: Sequence[str], command: Seque
     return "\n".join(out)
 
 
-def as_json(results: Sequence[CaseResult], stale: Sequence[str], command: Sequence[str]) -> str:
+def as_json(results: Sequence[CaseResult], stale: Sequence[str], command: Sequence[str], suite: Suite) -> str:
     summary = summarize(results, stale)
     document = {
+        "suite": suite.name,
         "command": list(command),
         "summary": {"passed": summary.passed, "failed": summary.failed, "skipped": summary.skipped},
         "stale_known_failing": list(stale),
@@ -97,11 +100,11 @@ def as_json(results: Sequence[CaseResult], stale: Sequence[str], command: Sequen
     return json.dumps(document, indent=2) + "\n"
 
 
-def as_junit(results: Sequence[CaseResult], stale: Sequence[str]) -> str:
-    suites = ElementTree.Element("testsuites", name="wuu-conformance")
+def as_junit(results: Sequence[CaseResult], stale: Sequence[str], suite: Suite) -> str:
+    suites = ElementTree.Element("testsuites", name=f"wuu-conformance {suite.name}")
     for area, group in groupby(sorted(results, key=lambda r: r.case.id), key=lambda r: r.case.area):
         cases = list(group)
-        suite = ElementTree.SubElement(
+        area_suite = ElementTree.SubElement(
             suites,
             "testsuite",
             name=area,
@@ -112,9 +115,9 @@ def as_junit(results: Sequence[CaseResult], stale: Sequence[str]) -> str:
         )
         for result in cases:
             element = ElementTree.SubElement(
-                suite,
+                area_suite,
                 "testcase",
-                classname=f"wuu.conformance.{area}",
+                classname=f"wuu.conformance.{suite.name}.{area}",
                 name=result.case.id,
                 time=f"{result.duration:.3f}",
             )
@@ -128,8 +131,12 @@ def as_junit(results: Sequence[CaseResult], stale: Sequence[str]) -> str:
             elif result.status is Status.SKIPPED:
                 ElementTree.SubElement(element, "skipped", message=result.message)
     for glob in stale:
-        suite = ElementTree.SubElement(suites, "testsuite", name="known-failing", tests="1", failures="1")
-        element = ElementTree.SubElement(suite, "testcase", classname="wuu.conformance", name=f"stale {glob}")
+        stale_suite = ElementTree.SubElement(
+            suites, "testsuite", name="known-failing", tests="1", failures="1"
+        )
+        element = ElementTree.SubElement(
+            stale_suite, "testcase", classname="wuu.conformance", name=f"stale {glob}"
+        )
         ElementTree.SubElement(element, "failure", message=f"{glob} names no case of the suite")
     return ElementTree.tostring(suites, encoding="unicode") + "\n"
 

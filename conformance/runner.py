@@ -1,4 +1,4 @@
-"""Running cases against an adapter command, each with a fresh process and workspace, some in parallel."""
+"""Running cases against the command under test, each with a fresh process and directory, some in parallel."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import fnmatch
 import tempfile
 import time
 import traceback
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from .registry import Case
-from .session import CaseFailed, CaseSkipped, Session
+from .registry import Case, Suite
+from .session import CaseFailed, CaseSkipped
 
 
 class Status(Enum):
@@ -63,10 +63,10 @@ def known_failing(lines: Iterable[str]) -> list[str]:
 
 
 async def run_case(case: Case, command: Sequence[str], timeout: float) -> CaseResult:
-    """Run one case on a fresh adapter and a fresh workspace."""
+    """Run one case on a fresh process of the command and a fresh private directory."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wuu-conformance-") as work:
-        session = Session(command, Path(work), timeout)
+        session = case.suite.session(command, Path(work), timeout)
         status, message = Status.PASSED, ""
         try:
             await session.start()
@@ -86,15 +86,30 @@ async def run_case(case: Case, command: Sequence[str], timeout: float) -> CaseRe
     return CaseResult(case, status, message, time.monotonic() - started, transcript)
 
 
+async def probe(suite: Suite, command: Sequence[str], timeout: float) -> None:
+    """Start the command once and see it answer; StartFailure (reported once, not per case) if it cannot."""
+    with tempfile.TemporaryDirectory(prefix="wuu-conformance-") as work:
+        await suite.session(command, Path(work), timeout).probe()
+
+
 async def run_all(
-    cases: Sequence[Case], command: Sequence[str], *, jobs: int, timeout: float
+    cases: Sequence[Case],
+    command: Sequence[str],
+    *,
+    jobs: int,
+    timeout: float,
+    progress: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Run `cases` with at most `jobs` at once; results in the order of `cases`."""
+    """Run `cases` with at most `jobs` at once; results in the order of `cases`. `progress` is told of
+    each result as it comes."""
     gate = asyncio.Semaphore(jobs)
 
     async def one(case: Case) -> CaseResult:
         async with gate:
-            return await run_case(case, command, timeout)
+            result = await run_case(case, command, timeout)
+        if progress is not None:
+            progress(result)
+        return result
 
     return list(await asyncio.gather(*(one(case) for case in cases)))
 

@@ -18,6 +18,9 @@ from wuu.generated.catalog import WORKER_METHODS
 from wuu.generated.models import ErrorCode, ProcessEvent
 from wuu.worker.client import ConnectionLost, WorkerClient
 from wuu.worker.errors import split_error
+from wuu.worker.framing import encode
+
+from .probe import first_answer
 
 SESSION_ID = "conformance-thread"
 ERROR_CODES = frozenset(code.value for code in ErrorCode)
@@ -59,6 +62,11 @@ class Session:
     async def start(self, env: Mapping[str, str] | None = None) -> None:
         """Spawn the adapter (with this process's environment plus `env`)."""
         self._client = await WorkerClient.spawn(self.command, env={**os.environ, **(env or {})})
+
+    async def probe(self) -> None:
+        """Start the adapter once and wait for its answer to `initialize` (StartFailure if none comes)."""
+        frame = {"id": "probe", "method": "initialize", "token": "conformance-probe", "data": self.binding()}
+        await first_answer(self.command, encode(frame), env=os.environ, timeout=self.timeout)
 
     # --- checks ----------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wuu.conformance.cases import all_cases
+from wuu.conformance.suites import WORKER
 from wuu.conformance.runner import run_all
 from wuu.generated import validators
 from wuu.worker.client import WorkerClient
@@ -290,7 +290,7 @@ async def passes_every_case(command: Sequence[str], what: str, timeout: float) -
     """Run every conformance case against `command` (two at a time, `timeout` per reply); fail naming each
     failed case and why. Returns the seconds the suite took. `what` says what was checked ("through ssh")."""
     started = time.monotonic()
-    results = await run_all(list(all_cases().values()), command, jobs=2, timeout=timeout)
+    results = await run_all(list(WORKER.cases().values()), command, jobs=2, timeout=timeout)
     elapsed = time.monotonic() - started
     failures = [result for result in results if result.counts_as_failure]
     report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from ..registry import case
 from ..session import CaseFailed, Session, code_of
+from ..suites import WORKER
 
 NANOSECONDS = 1_000_000_000
 
@@ -80,7 +80,7 @@ def replies_to(s: Session, request_id: str) -> list[dict[str, Any]]:
     return found
 
 
-@case("cancel.answered-at-once")
+@WORKER.case("cancel.answered-at-once")
 async def answered_at_once(s: Session) -> None:
     """cancel of a request in flight answers cancelled: true while the request is still running.
 
@@ -98,7 +98,7 @@ async def answered_at_once(s: Session) -> None:
         )
 
 
-@case("cancel.one-terminal-reply")
+@WORKER.case("cancel.one-terminal-reply")
 async def one_terminal_reply(s: Session) -> None:
     """A cancelled request gets exactly one terminal reply, `cancelled`; then its id is free to reuse."""
     await s.initialize()
@@ -122,7 +122,7 @@ async def one_terminal_reply(s: Session) -> None:
         )
 
 
-@case("cancel.unknown-id")
+@WORKER.case("cancel.unknown-id")
 async def unknown_id(s: Session) -> None:
     """cancel of an id never sent, or of a request already answered, answers cancelled: false."""
     await s.initialize()
@@ -133,7 +133,7 @@ async def unknown_id(s: Session) -> None:
     s.expect(result == {"cancelled": False}, f"cancel of a finished request answered {result}")
 
 
-@case("methods.overlap")
+@WORKER.case("methods.overlap")
 async def overlap(s: Session) -> None:
     """Requests overlap: quick requests are answered while two slow ones are in flight."""
     await s.initialize()

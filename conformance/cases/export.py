@@ -9,8 +9,8 @@ from typing import Any
 
 from wuu.generated.catalog import WORKER_MAX_EXPORT_BYTES
 
-from ..registry import case
 from ..session import CaseFailed, Session, code_of
+from ..suites import WORKER
 
 CONTENT = "".join(f"line {n:04d}: the quick brown fox\n" for n in range(200))  # 6,200 bytes
 
@@ -62,7 +62,7 @@ async def read_all(s: Session, token: str, size: int, chunk: int) -> bytes:
             return b"".join(parts)
 
 
-@case("export.snapshot")
+@WORKER.case("export.snapshot")
 async def snapshot(s: Session) -> None:
     """export/open answers size and sha256; chunked export/read reassembles the file, ending with eof.
 
@@ -104,7 +104,7 @@ async def snapshot(s: Session) -> None:
     s.expect(decoded(result) == b"" and result["eof"], f"reading an empty snapshot answers {result}")
 
 
-@case("export.immutable")
+@WORKER.case("export.immutable")
 async def immutable(s: Session) -> None:
     """A snapshot keeps the bytes of export/open time after the file is rewritten; a new open sees the change."""
     await begin(s)
@@ -132,7 +132,7 @@ async def immutable(s: Session) -> None:
     )
 
 
-@case("export.unknown-token")
+@WORKER.case("export.unknown-token")
 async def unknown_token(s: Session) -> None:
     """export/read and export/close of an unknown or closed token get not_found; a missing file too."""
     await begin(s)
@@ -149,7 +149,7 @@ async def unknown_token(s: Session) -> None:
     s.expect(decoded(kept) == CONTENT.encode()[:10], "closing one snapshot broke another of the same file")
 
 
-@case("export.too-large")
+@WORKER.case("export.too-large")
 async def too_large(s: Session) -> None:
     """A (sparse) file of 256 MiB + 1 byte gets artifact_too_large from export/open."""
     await begin(s)

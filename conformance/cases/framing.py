@@ -13,8 +13,8 @@ from wuu.generated import validators
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_MAX_ID_BYTES, WORKER_TOOLS
 from wuu.worker.client import ConnectionLost
 
-from ..registry import case
 from ..session import CaseSkipped, Session, code_of
+from ..suites import WORKER
 from .cancel import LongRequest, replies_to, start_any_long_request
 
 ERROR_STRING = re.compile(r"[a-z][a-z0-9_]*(: .*)?")
@@ -122,7 +122,7 @@ async def _malformed(
 # --- lines and sizes ---------------------------------------------------------------------------------
 
 
-@case("framing.newline-delimited")
+@WORKER.case("framing.newline-delimited")
 async def newline_delimited(s: Session) -> None:
     """Frames are JSON lines: two in one write, one split across writes, and spaced JSON are all read;
     every frame received is one JSON object on one line, an id holding a newline included."""
@@ -147,7 +147,7 @@ async def newline_delimited(s: Session) -> None:
     _received_frames(s)
 
 
-@case("framing.max-frame-accepted")
+@WORKER.case("framing.max-frame-accepted")
 async def max_frame_accepted(s: Session) -> None:
     """A request of exactly 16 MiB, newline included, is read and answered, and the connection goes on.
 
@@ -167,7 +167,7 @@ async def max_frame_accepted(s: Session) -> None:
     await s.ok("process/list", {})
 
 
-@case("framing.reply-too-large")
+@WORKER.case("framing.reply-too-large")
 async def reply_too_large(s: Session) -> None:
     """A reply over 16 MiB is replaced by reply_too_large: 8 MiB of byte 0x01 read back would encode
     as ~48 MiB (`\\u0001`). The file is built by write_file, then edit_file with replace_all."""
@@ -196,28 +196,28 @@ async def reply_too_large(s: Session) -> None:
 # --- malformed frames --------------------------------------------------------------------------------
 
 
-@case("framing.malformed-not-json", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-not-json", "framing.malformed-drains-handlers")
 async def malformed_not_json(s: Session) -> None:
     """A line that is not JSON (a request cut short) gets no reply, and the adapter drains and exits."""
     frame = orjson.dumps(_request(s, "not-json", "process/list"))
     await _malformed(s, frame[:-1] + b"\n", "not JSON", "not-json")
 
 
-@case("framing.malformed-not-object", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-not-object", "framing.malformed-drains-handlers")
 async def malformed_not_object(s: Session) -> None:
     """A JSON array holding a request gets no reply, and the adapter drains and exits."""
     frame = orjson.dumps([_request(s, "not-object", "process/list")])
     await _malformed(s, frame + b"\n", "a JSON array", "not-object")
 
 
-@case("framing.malformed-invalid-utf8", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-invalid-utf8", "framing.malformed-drains-handlers")
 async def malformed_invalid_utf8(s: Session) -> None:
     """A request whose bytes are not UTF-8 (0xFF inside a string) gets no reply; the adapter exits."""
     frame = orjson.dumps(_request(s, "bad-utf8", "execute", s.tool("read_file", {"path": "MARK"})))
     await _malformed(s, frame.replace(b"MARK", b"a\xff\xfeb") + b"\n", "not UTF-8", "bad-utf8")
 
 
-@case("framing.malformed-no-id", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-no-id", "framing.malformed-drains-handlers")
 async def malformed_no_id(s: Session) -> None:
     """A request without an id gets no reply, and the adapter drains and exits."""
     frame = _request(s, None, "process/list")
@@ -225,28 +225,28 @@ async def malformed_no_id(s: Session) -> None:
     await _malformed(s, orjson.dumps(frame) + b"\n", "a request without an id")
 
 
-@case("framing.malformed-no-id", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-no-id", "framing.malformed-drains-handlers")
 async def malformed_numeric_id(s: Session) -> None:
     """A request whose id is a number, not a string, gets no reply, and the adapter drains and exits."""
     frame = _request(s, 7, "process/list")
     await _malformed(s, orjson.dumps(frame) + b"\n", "a request with a numeric id")
 
 
-@case("framing.malformed-bad-method", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-bad-method", "framing.malformed-drains-handlers")
 async def malformed_bad_method(s: Session) -> None:
     """A frame whose method is a number gets no reply, and the adapter drains and exits."""
     frame = _request(s, "bad-method", 42)
     await _malformed(s, orjson.dumps(frame) + b"\n", "a frame whose method is a number", "bad-method")
 
 
-@case("framing.malformed-bad-id", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-bad-id", "framing.malformed-drains-handlers")
 async def malformed_empty_id(s: Session) -> None:
     """A request whose id is empty gets no reply, and the adapter drains and exits."""
     frame = _request(s, "", "process/list")
     await _malformed(s, orjson.dumps(frame) + b"\n", "a request with an empty id", "")
 
 
-@case("framing.malformed-bad-id", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-bad-id", "framing.malformed-drains-handlers")
 async def malformed_long_id(s: Session) -> None:
     """An id of 256 UTF-8 bytes (85 three-byte characters and one more) is answered; one of 258 bytes in
     86 characters gets no reply, and the adapter drains and exits."""
@@ -262,7 +262,7 @@ async def malformed_long_id(s: Session) -> None:
     )
 
 
-@case("framing.malformed-oversize", "framing.malformed-drains-handlers")
+@WORKER.case("framing.malformed-oversize", "framing.malformed-drains-handlers")
 async def malformed_oversize(s: Session) -> None:
     """A request of 16 MiB + 1 byte, newline included, gets no reply, and the adapter drains and exits."""
     frame = _request(s, "oversize", "execute", s.tool("write_file", {"path": "big.txt", "content": ""}))
@@ -277,7 +277,7 @@ async def malformed_oversize(s: Session) -> None:
 # --- request fields and ids ----------------------------------------------------------------------------
 
 
-@case("framing.request-fields")
+@WORKER.case("framing.request-fields")
 async def request_fields(s: Session) -> None:
     """A request with a string id and method but a wrong token, data or extra field gets invalid_request,
     and the connection goes on."""
@@ -302,7 +302,7 @@ async def request_fields(s: Session) -> None:
     await s.ok("process/list", {})
 
 
-@case("framing.duplicate-id")
+@WORKER.case("framing.duplicate-id")
 async def duplicate_id(s: Session) -> None:
     """A request reusing the id of one in flight gets invalid_request; the first is still in flight and
     gets its own one terminal reply; after that the id may be used again."""
@@ -330,7 +330,7 @@ async def duplicate_id(s: Session) -> None:
 # --- errors ----------------------------------------------------------------------------------------------
 
 
-@case("errors.format")
+@WORKER.case("errors.format")
 async def error_format(s: Session) -> None:
     """Errors of many kinds are `code` or `code: message`, with the code the situation calls for."""
     seen: dict[str, str] = {}
@@ -364,7 +364,7 @@ async def error_format(s: Session) -> None:
     s.expect(len(seen) >= 8, f"only {len(seen)} kinds of error were seen: {sorted(seen)}")
 
 
-@case("errors.replies-follow-schema")
+@WORKER.case("errors.replies-follow-schema")
 async def replies_follow_schema(s: Session) -> None:
     """The results of every method the adapter serves, and each tool's metadata, follow their schemas."""
     await s.initialize(capabilities=["process.start.v1"])

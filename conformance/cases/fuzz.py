@@ -21,8 +21,8 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS, WORKER_TOOLS
 
-from ..registry import case
 from ..session import CaseFailed, CaseSkipped, Session, code_of
+from ..suites import WORKER
 
 SEED = int(os.environ.get("WUU_CONFORMANCE_SEED", "20240404"))
 EXAMPLES = 15
@@ -346,7 +346,7 @@ async def _tools_served(s: Session) -> list[str]:
 # --- the cases ------------------------------------------------------------------------------------------
 
 
-@case("fuzz.valid-requests", "errors.replies-follow-schema")
+@WORKER.case("fuzz.valid-requests", "errors.replies-follow-schema")
 async def valid_requests(s: Session) -> None:
     """Requests generated from each advertised method's params schema (and each core tool's arguments)
     get a result that follows the result schema or an error with a code of the spec; the adapter then
@@ -363,7 +363,7 @@ async def valid_requests(s: Session) -> None:
     await still_serving(s, first, capabilities=capabilities)
 
 
-@case("fuzz.invalid-requests")
+@WORKER.case("fuzz.invalid-requests")
 async def invalid_requests(s: Session) -> None:
     """Generated requests broken in exactly one field (a required one dropped, an unknown one added, a
     string for an integer, an integer for a string) get invalid_request, and the adapter keeps serving;
@@ -404,7 +404,7 @@ async def invalid_requests(s: Session) -> None:
     await still_serving(s, first)
 
 
-@case("methods.invalid-params")
+@WORKER.case("methods.invalid-params")
 async def invalid_params(s: Session) -> None:
     """Parameters of each advertised method with a wrong type, a missing or unknown field, or a value
     out of range (including ids over 256 UTF-8 bytes) get invalid_request."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from wuu.generated.catalog import WORKER_METHODS
 
-from ..registry import case
 from ..session import Session, code_of
+from ..suites import WORKER
 
 
-@case("init.not-initialized")
+@WORKER.case("init.not-initialized")
 async def requests_before_initialize(s: Session) -> None:
     """Every method but initialize is refused before a successful initialize."""
     for method, data in [
@@ -19,7 +19,7 @@ async def requests_before_initialize(s: Session) -> None:
         await s.error(method, data, "not_initialized")
 
 
-@case("init.reply")
+@WORKER.case("init.reply")
 async def reply_shape(s: Session) -> None:
     """The initialize reply names version 4 and lists initialize and cancel among its methods."""
     data = await s.initialize()
@@ -34,7 +34,7 @@ async def reply_shape(s: Session) -> None:
     )
 
 
-@case("init.methods-honest", "methods.unsupported")
+@WORKER.case("init.methods-honest", "methods.unsupported")
 async def methods_honest(s: Session) -> None:
     """Advertised methods are served; unlisted catalog methods and unknown names get unsupported_method."""
     data = await s.initialize()
@@ -55,7 +55,7 @@ async def methods_honest(s: Session) -> None:
         await s.error(method, {}, "unsupported_method")
 
 
-@case("init.token-pinned")
+@WORKER.case("init.token-pinned")
 async def token_pinned(s: Session) -> None:
     """After initialize, another token is refused on every method, and the pinned one still works."""
     await s.initialize()
@@ -65,7 +65,7 @@ async def token_pinned(s: Session) -> None:
     await s.ok("initialize", s.binding())
 
 
-@case("init.binding-immutable")
+@WORKER.case("init.binding-immutable")
 async def binding_immutable(s: Session) -> None:
     """A second initialize with another root, session or flag is refused."""
     await s.initialize()
@@ -74,7 +74,7 @@ async def binding_immutable(s: Session) -> None:
     await s.error("initialize", s.binding(remove_workspace_on_exit=True), "binding_immutable")
 
 
-@case("init.equal-reinitialize")
+@WORKER.case("init.equal-reinitialize")
 async def equal_reinitialize(s: Session) -> None:
     """An equal binding (defaults spelled out) gets the very same reply."""
     first = await s.initialize(environment={"A": "1"})
@@ -82,7 +82,7 @@ async def equal_reinitialize(s: Session) -> None:
     s.expect(again == first, f"the second reply {again} differs from the first {first}")
 
 
-@case("init.protocol-mismatch")
+@WORKER.case("init.protocol-mismatch")
 async def protocol_mismatch(s: Session) -> None:
     """Version 3 is refused and the connection stays uninitialized, so version 4 still works."""
     await s.error("initialize", s.binding(version=3), "protocol_mismatch")
@@ -90,7 +90,7 @@ async def protocol_mismatch(s: Session) -> None:
     await s.initialize()
 
 
-@case("init.workspace-missing", "init.failure-is-final")
+@WORKER.case("init.workspace-missing", "init.failure-is-final")
 async def workspace_missing(s: Session) -> None:
     """A missing root with require_existing_workspace fails initialize, and the connection is dead."""
     await s.error("initialize", s.binding(require_existing_workspace=True), "workspace_missing")
@@ -98,7 +98,7 @@ async def workspace_missing(s: Session) -> None:
     await s.error("process/list", {}, "initialization_failed")
 
 
-@case("init.workspace-created")
+@WORKER.case("init.workspace-created")
 async def workspace_created(s: Session) -> None:
     """Without require_existing_workspace the adapter creates the root: a file can be written in it."""
     await s.initialize()
@@ -108,7 +108,7 @@ async def workspace_created(s: Session) -> None:
     s.expect("data" in reply, f"writing into the new root failed: {reply.get('error')}")
 
 
-@case("init.remove-workspace-on-exit")
+@WORKER.case("init.remove-workspace-on-exit")
 async def remove_workspace_on_exit(s: Session) -> None:
     """With remove_workspace_on_exit the root is gone after EOF (checked where the root is local)."""
     await s.initialize(remove_workspace_on_exit=True)
@@ -118,7 +118,7 @@ async def remove_workspace_on_exit(s: Session) -> None:
     s.expect(not s.root.exists(), f"{s.root} still exists after the adapter exited")
 
 
-@case("init.invalid-params")
+@WORKER.case("init.invalid-params")
 async def invalid_params(s: Session) -> None:
     """initialize data with a wrong type (4.0 is no integer), a missing or an unknown field gets invalid_request."""
     await s.error("initialize", s.binding(version="4"), "invalid_request")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..registry import case
 from ..session import Session, code_of
+from ..suites import WORKER
 from .process import (
     begin,
     expect_growing,
@@ -37,7 +37,7 @@ async def send_read(s: Session, process_id: str, wait_ns: int) -> tuple[str, asy
     return frame_id, waiter
 
 
-@case("lifetime.eof-cleanup")
+@WORKER.case("lifetime.eof-cleanup")
 async def eof_cleanup(s: Session) -> None:
     """At EOF, with a process tree running and a 60 s long-poll read in flight, the adapter exits promptly.
 
@@ -71,7 +71,7 @@ async def eof_cleanup(s: Session) -> None:
     await expect_quiet(s, local_size, "after the adapter exited, the grandchild's heartbeat file")
 
 
-@case("lifetime.detached-processes")
+@WORKER.case("lifetime.detached-processes")
 async def detached_processes(s: Session) -> None:
     """A process outlives the request that started it: after the start reply it keeps running and writing.
 

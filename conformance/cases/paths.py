@@ -7,8 +7,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..registry import case
 from ..session import Session, code_of
+from ..suites import WORKER
 from .tools import (
     answer,
     expect_contents,
@@ -73,7 +73,7 @@ async def cwd_refused(s: Session, mode: str, cwd: str) -> None:
 # --- the root boundary -------------------------------------------------------------------------------------
 
 
-@case("paths.outside-root")
+@WORKER.case("paths.outside-root")
 async def outside_root(s: Session) -> None:
     """In standard and read_only, `..` that leaves the root and absolute paths outside it get path_outside_root,
     for reads, listings, writes, edits and a command's cwd, whether the target exists or not; paths that stay
@@ -130,7 +130,7 @@ async def outside_root(s: Session) -> None:
                 await cwd_refused(s, mode, cwd)
 
 
-@case("paths.symlink-escape")
+@WORKER.case("paths.symlink-escape")
 async def symlink_escape(s: Session) -> None:
     """In standard and read_only, symlinks to files and directories outside the root, and dangling ones that
     point outside, get path_outside_root (relative or absolute targets, at any component, through a chain);
@@ -214,7 +214,7 @@ async def symlink_escape(s: Session) -> None:
                 await cwd_refused(s, mode, cwd)
 
 
-@case("paths.unconfined")
+@WORKER.case("paths.unconfined")
 async def unconfined(s: Session) -> None:
     """unconfined removes the boundary: `..`, absolute paths and symlinks (dangling ones included) out of the
     root are read, listed, written and edited where they lead."""
@@ -358,7 +358,7 @@ async def set_up_files(s: Session, local: bool, files: dict[str, str]) -> bool:
     return True
 
 
-@case("sensitive.write-refused")
+@WORKER.case("sensitive.write-refused")
 async def sensitive_write_refused(s: Session) -> None:
     """Writing or editing environment files, credential stores and SSH keys gets sensitive_path in standard and
     unconfined (read_only refuses too); nothing is created or changed, also through symlinks."""
@@ -414,7 +414,7 @@ async def sensitive_write_refused(s: Session) -> None:
         await expect_contents(s, "plain.txt", "plain\n", "after writes through the symlink x/.env")
 
 
-@case("sensitive.not-overbroad")
+@WORKER.case("sensitive.not-overbroad")
 async def sensitive_not_overbroad(s: Session) -> None:
     """Files merely named like secrets (credentials.go, secrets.py, id_rsa.pub, .env.example) can be written and
     edited, and write-guarded files (.env, id_rsa, credentials.json) can be read, in every mode that reads."""
@@ -448,7 +448,7 @@ async def sensitive_not_overbroad(s: Session) -> None:
 # --- read_only ----------------------------------------------------------------------------------------------
 
 
-@case("readonly.mutation-refused")
+@WORKER.case("readonly.mutation-refused")
 async def read_only_refuses_mutations(s: Session) -> None:
     """read_only refuses write_file and edit_file with permission_denied, changing nothing; reads, listings and
     commands are not refused as mutations."""

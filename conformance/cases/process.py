@@ -16,8 +16,8 @@ from typing import Any
 
 from wuu.generated.models import ProcessEvent
 
-from ..registry import case
 from ..session import SESSION_ID, CaseFailed, Session, code_of
+from ..suites import WORKER
 
 TERMINAL_TYPES = {"exited", "stopped", "failed"}
 # The causes that may go with each event type (ProcessEventType and ProcessEventCause in the spec).
@@ -231,7 +231,7 @@ def check_running_record(s: Session, record: dict[str, Any], argv: Sequence[str]
 # --- cases ----------------------------------------------------------------------------------------
 
 
-@case("process.start-record")
+@WORKER.case("process.start-record")
 async def start_record(s: Session) -> None:
     """process/start answers a running record bound to the session, with the root as default cwd.
 
@@ -273,7 +273,7 @@ async def start_record(s: Session) -> None:
     s.expect(ended["output_bytes"] == 5, f"output_bytes is {ended['output_bytes']} after `printf 12345`")
 
 
-@case("process.list-get")
+@WORKER.case("process.list-get")
 async def list_get(s: Session) -> None:
     """process/list answers the session's records in start order, running and ended; process/get one.
 
@@ -301,7 +301,7 @@ async def list_get(s: Session) -> None:
     await s.error("process/stop", {"id": "no-such-process"}, "not_found")
 
 
-@case("process.stop-tree")
+@WORKER.case("process.stop-tree")
 async def stop_tree(s: Session) -> None:
     """process/stop ends the whole tree: a grandchild's heartbeat file stops growing once stop answers.
 
@@ -333,7 +333,7 @@ async def stop_tree(s: Session) -> None:
     s.expect(ended["exit_code"] is None, f"a killed process has exit_code {ended['exit_code']}")
 
 
-@case("process.timeout")
+@WORKER.case("process.timeout")
 async def timeout(s: Session) -> None:
     """A process past timeout_ms is stopped: status stopped, one `stopped` event with cause timeout.
 
@@ -357,7 +357,7 @@ async def timeout(s: Session) -> None:
     s.expect(len(events.terminal(record["id"])) == 1, "the timed-out process has several terminal events")
 
 
-@case("process.events")
+@WORKER.case("process.events")
 async def events(s: Session) -> None:
     """Each process gets `started` first and exactly one terminal event, in Go casing on the wire.
 
@@ -411,7 +411,7 @@ async def events(s: Session) -> None:
         )
 
 
-@case("process.operation-id")
+@WORKER.case("process.operation-id")
 async def operation_id(s: Session) -> None:
     """With process.start.v1 granted, start replies and every process/list record keep the operation_id."""
     await begin(s, capabilities=["process.start.v1"])

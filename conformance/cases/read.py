@@ -8,8 +8,8 @@ import base64
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
 
-from ..registry import case
 from ..session import Session
+from ..suites import WORKER
 from .process import begin, get, output_of, read, read_until, shell, start, wait_ended
 
 # The Go-cased result fields, as the spec names them.
@@ -17,7 +17,7 @@ READ_RESULT_KEYS = frozenset(validators.bundle()["$defs"]["ProcessReadResult"]["
 SECOND = 1_000_000_000
 
 
-@case("read.go-casing")
+@WORKER.case("read.go-casing")
 async def go_casing(s: Session) -> None:
     """process/read takes Go-cased fields and answers them; snake_case or lower-case keys get invalid_request.
 
@@ -50,7 +50,7 @@ async def go_casing(s: Session) -> None:
         await s.error("process/read", wrong, "invalid_request")
 
 
-@case("read.offsets")
+@WORKER.case("read.offsets")
 async def offsets(s: Session) -> None:
     """Output is canonical base64 of the combined stdout+stderr stream from StartOffset to EndOffset.
 
@@ -105,7 +105,7 @@ async def offsets(s: Session) -> None:
         )
 
 
-@case("read.truncated")
+@WORKER.case("read.truncated")
 async def truncated(s: Session) -> None:
     """With 2,000,000 bytes of output at least the last 1 MiB stays readable.
 
@@ -152,7 +152,7 @@ async def truncated(s: Session) -> None:
     s.expect(position == total, f"the continuation reads end at {position}, not {total}")
 
 
-@case("read.long-poll")
+@WORKER.case("read.long-poll")
 async def long_poll(s: Session) -> None:
     """With no new bytes a read waits (Wait in ns) and answers as soon as bytes arrive, well before Wait.
 
@@ -177,7 +177,7 @@ async def long_poll(s: Session) -> None:
     )
 
 
-@case("read.timed-out", "read.long-poll")
+@WORKER.case("read.timed-out", "read.long-poll")
 async def timed_out(s: Session) -> None:
     """A silent process's read with Wait 0.3 s times out: TimedOut, no Output, Duration >= 3e8 ns.
 
@@ -211,7 +211,7 @@ async def timed_out(s: Session) -> None:
     s.expect(loop.time() - began < 6, "a read of an ended process waited for bytes that cannot come")
 
 
-@case("read.min-dwell")
+@WORKER.case("read.min-dwell")
 async def min_dwell(s: Session) -> None:
     """After the first new byte a read keeps collecting for MinDwell ns, bounded by MaxBytes.
 
@@ -241,7 +241,7 @@ async def min_dwell(s: Session) -> None:
     )
 
 
-@case("write.stdin")
+@WORKER.case("write.stdin")
 async def stdin(s: Session) -> None:
     """process/write feeds stdin (base64 data) of a process started with stdin: true; close ends it.
 

@@ -10,8 +10,8 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_TOOLS
 
-from ..registry import case
 from ..session import CaseSkipped, Session, code_of
+from ..suites import WORKER
 
 # A variable that only the conformance runner has. Adapters inherit the runner's environment (Session.start),
 # and a command must never see the adapter's own environment, only what the binding forwards.
@@ -164,7 +164,7 @@ def env_lines(output: str) -> dict[str, str]:
 # --- execute ------------------------------------------------------------------------------------------------
 
 
-@case("execute.unsupported-tool")
+@WORKER.case("execute.unsupported-tool")
 async def unsupported_tool(s: Session) -> None:
     """A tool name the adapter does not provide gets unsupported_tool, in every permission mode."""
     await s.initialize()
@@ -229,7 +229,7 @@ INVALID_ARGUMENTS: list[tuple[str, str, str]] = [
 ]
 
 
-@case("execute.invalid-arguments")
+@WORKER.case("execute.invalid-arguments")
 async def invalid_arguments(s: Session) -> None:
     """Arguments that are not a JSON object, or that break the tool's schema, get invalid_request, with no effect."""
     await s.initialize()
@@ -260,7 +260,7 @@ def read_meta(s: Session, data: dict[str, Any], what: str, **expected: Any) -> N
         s.expect(metadata[key] == value, f"{what}: metadata {key} is {metadata[key]!r}, not {value!r}")
 
 
-@case("tools.read-file")
+@WORKER.case("tools.read-file")
 async def read_file(s: Session) -> None:
     """read_file returns the byte range asked for, with exact size, offset, returned_bytes and eof."""
     await s.initialize()
@@ -301,7 +301,7 @@ async def read_file(s: Session) -> None:
     await refused(s, "invalid_request", "read_file", path="sub")
 
 
-@case("tools.write-file")
+@WORKER.case("tools.write-file")
 async def write_file(s: Session) -> None:
     """write_file replaces the whole content, reports bytes_written and created, and creates parents only on request."""
     await s.initialize()
@@ -352,7 +352,7 @@ async def write_file(s: Session) -> None:
     await expect_contents(s, "d/e/f.txt", "again", "after it was rewritten")
 
 
-@case("tools.edit-file")
+@WORKER.case("tools.edit-file")
 async def edit_file(s: Session) -> None:
     """edit_file replaces one unique occurrence (or all with replace_all); missing or ambiguous text is an error
     result that leaves the file unchanged."""
@@ -387,7 +387,7 @@ async def edit_file(s: Session) -> None:
     await expect_contents(s, "m.txt", "ä\nß\n", "after a multi-line edit")
 
 
-@case("tools.list-dir")
+@WORKER.case("tools.list-dir")
 async def list_dir(s: Session) -> None:
     """list_dir lists entries sorted by path, with type and size, to the given depth, dot-files only on request;
     the output lists the same paths, directories ending in `/`."""
@@ -468,7 +468,7 @@ async def list_dir(s: Session) -> None:
         s.expect(data["output"].splitlines() == ["e.txt", "link"], f"list_dir printed {data['output']!r}")
 
 
-@case("tools.not-found")
+@WORKER.case("tools.not-found")
 async def not_found(s: Session) -> None:
     """Missing files and directories get not_found from every file tool."""
     await s.initialize()
@@ -497,7 +497,7 @@ def exec_meta(s: Session, data: dict[str, Any], what: str, **expected: Any) -> N
         s.expect(metadata[key] == value, f"{what}: metadata {key} is {metadata[key]!r}, not {value!r}")
 
 
-@case("tools.exec-command")
+@WORKER.case("tools.exec-command")
 async def exec_command(s: Session) -> None:
     """exec_command runs argv without a shell, combines stdout and stderr, and reports exit_code and signal;
     is_error is true unless the command exited 0."""
@@ -553,7 +553,7 @@ exit 0
 """
 
 
-@case("tools.exec-timeout")
+@WORKER.case("tools.exec-timeout")
 async def exec_timeout(s: Session) -> None:
     """exec_command past timeout_ms is killed with its process tree and reports timed_out; one within it does not."""
     await s.initialize()
@@ -583,7 +583,7 @@ async def exec_timeout(s: Session) -> None:
     await s.until(child_gone, f"the timed-out command's child process {pid} to be killed", interval=0.1)
 
 
-@case("commands.environment")
+@WORKER.case("commands.environment")
 async def command_environment(s: Session) -> None:
     """A command sees PATH, TMPDIR, the binding's forwarded environment and the request's env (which wins),
     and nothing of the adapter's own environment."""
@@ -615,7 +615,7 @@ async def command_environment(s: Session) -> None:
     )
 
 
-@case("sandbox.never-unconfined")
+@WORKER.case("sandbox.never-unconfined")
 async def sandbox_never_unconfined(s: Session) -> None:
     """A command in standard or read_only either gets sandbox_unavailable or runs confined: standard writes only
     under the root and TMPDIR, read_only writes nowhere."""

@@ -12,14 +12,16 @@ import pytest
 
 from tests.helpers import passes_every_case
 from wuu.conformance import cli
-from wuu.conformance.cases import all_cases
-from wuu.conformance.registry import requirements, spec_text
+from wuu.conformance.registry import spec_text
 from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
+from wuu.conformance.suites import WORKER
 from wuu.generated.models import RequirementTier
 
 ROOT = Path(__file__).resolve().parents[2]
 NATIVE = [sys.executable, "-m", "wuu.worker"]
 DELEGATED = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "delegating_worker.py")]
+# No worker: it answers its first line with an empty object (so it starts), and breaks every rule after.
+NO_WORKER = ["sh", "-c", "read line; echo '{}'"]
 NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
 
 
@@ -27,29 +29,31 @@ NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
 
 
 def test_every_requirement_points_at_spec_text() -> None:
-    for requirement in requirements().values():
+    for requirement in WORKER.requirements().values():
         assert len(spec_text(requirement.spec)) > 20, requirement.id
 
 
 def test_capability_requirements_name_what_they_depend_on() -> None:
-    for requirement in requirements().values():
+    for requirement in WORKER.requirements().values():
         assert (requirement.tier is RequirementTier.CAPABILITY) == (requirement.applies_to is not None), (
             requirement.id
         )
 
 
 def test_every_mandatory_requirement_has_a_case() -> None:
-    covered = {requirement for case in all_cases().values() for requirement in case.requirements}
+    covered = {requirement for case in WORKER.cases().values() for requirement in case.requirements}
     missing = [
-        r.id for r in requirements().values() if r.tier is RequirementTier.MANDATORY and r.id not in covered
+        r.id
+        for r in WORKER.requirements().values()
+        if r.tier is RequirementTier.MANDATORY and r.id not in covered
     ]
     assert missing == []
 
 
 def test_every_case_names_known_requirements() -> None:
-    for case in all_cases().values():
+    for case in WORKER.cases().values():
         assert case.requirements, f"{case.id} names no requirement"
-        unknown = set(case.requirements) - set(requirements())
+        unknown = set(case.requirements) - set(WORKER.requirements())
         assert not unknown, f"{case.id} names unknown requirements {unknown}"
         assert case.doc, f"{case.id} has no docstring saying what it checks"
 
@@ -65,11 +69,10 @@ def test_known_failing_file_syntax() -> None:
 
 
 async def test_a_known_failing_case_must_fail_and_an_entry_naming_no_case_is_stale() -> None:
-    cases = select(all_cases().values(), ["init.token-pinned", "init.reply-shape"], [])
-    # `false` is no worker: every case fails.
-    results = await run_all(cases, ["false"], jobs=2, timeout=5)
+    cases = select(WORKER.cases().values(), ["init.token-pinned", "init.reply-shape"], [])
+    results = await run_all(cases, NO_WORKER, jobs=2, timeout=5)
     assert {r.status for r in results} == {Status.FAILED}
-    marked, stale = mark_known_failing(results, ["init.token-pinned", "nosuch.*"], all_cases().values())
+    marked, stale = mark_known_failing(results, ["init.token-pinned", "nosuch.*"], WORKER.cases().values())
     assert stale == ["nosuch.*"]
     by_id = {r.case.id: r for r in marked}
     assert by_id["init.token-pinned"].known_failing and not by_id["init.token-pinned"].counts_as_failure
@@ -77,9 +80,9 @@ async def test_a_known_failing_case_must_fail_and_an_entry_naming_no_case_is_sta
 
 
 async def test_a_known_failing_case_that_passes_fails_the_run() -> None:
-    cases = select(all_cases().values(), ["init.reply-shape"], [])
+    cases = select(WORKER.cases().values(), ["init.reply-shape"], [])
     results = await run_all(cases, NATIVE, jobs=1, timeout=10)
-    marked, stale = mark_known_failing(results, ["init.reply-shape"], all_cases().values())
+    marked, stale = mark_known_failing(results, ["init.reply-shape"], WORKER.cases().values())
     assert marked[0].status is Status.PASSED and marked[0].counts_as_failure and stale == []
 
 
@@ -102,7 +105,7 @@ def test_cli_reports_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixtu
             "--timeout",
             "5",
             "--",
-            "false",
+            *NO_WORKER,
         ]
     )
     out = capsys.readouterr().out
@@ -118,13 +121,13 @@ def test_cli_reports_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_cli_without_a_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run"]) == 2
-    assert "give the adapter command after --" in capsys.readouterr().err
+    assert "give the command under test after --" in capsys.readouterr().err
 
 
 def test_list_names_every_requirement(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
-    assert all(requirement in out for requirement in requirements())
+    assert all(requirement in out for requirement in WORKER.requirements())
 
 
 # --- the verdict on real adapters -----------------------------------------------------------------------

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from wuu.conformance.cases import all_cases
-from wuu.conformance.registry import Case, requirements
+from wuu.conformance.registry import Case
 from wuu.conformance.runner import CaseResult, Status, run_all, select
+from wuu.conformance.suites import WORKER
 
 from .mutants import Mutant, load
 
@@ -59,7 +59,7 @@ def mutant_command(name: str) -> list[str]:
 
 def _selection(mutant: Mutant) -> list[Case]:
     """The cases that check one of the mutant's broken requirements."""
-    return select(all_cases().values(), list(mutant.requirements), [])
+    return select(WORKER.cases().values(), list(mutant.requirements), [])
 
 
 def _control_areas() -> dict[str, list[Case]]:
@@ -216,7 +216,7 @@ def _summary(outcomes: Sequence[Outcome]) -> str:
 def test_mutant_registry() -> None:
     """At least 20 mutants, each named in kebab-case, documented, and breaking requirements that exist."""
     assert len(MUTANTS) >= 20
-    known = requirements()
+    known = WORKER.requirements()
     for name, mutant in MUTANTS.items():
         assert mutant.name == name
         assert name == name.lower() and " " not in name and "_" not in name, name

@@ -1,0 +1,338 @@
+"""A case's view of one user host: a fresh host process with a fresh home, and checked connections.
+
+The command under test is given as a template. Before it is run, these placeholders are replaced wherever
+they occur in its arguments (each case gets fresh values):
+
+- `{home}`: an empty private directory for the host's data (its home).
+- `{user_space}`: the user space to bind, `conformance`.
+- `{product_domain}`: the product domain to bind, `personal`.
+- `{socket}`: the path of a Unix socket the host should also listen on, in a private directory. A command
+  that does not take `{socket}` serves only its stdio, and the cases that need several clients are skipped.
+
+The host serves the user-host RPC on its stdin and stdout (the case's first client). The reference host is
+
+    wuu-userhost serve --home {home} --user-space {user_space} --product-domain {product_domain}
+        --composition-profile personal --stdio --listen unix:{socket}
+
+and a third-party host is wrapped in one line, for example `sh -c 'exec my-host --data "$0" --socket "$1"'
+{home} {socket}`. The Personal cases run when `initialize` lists the plugin `wuu.personal`, and are skipped
+with that reason when it does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from wuu.generated.catalog import USERHOST_PROTOCOL_VERSION
+
+from ..probe import first_answer
+from ..session import CaseFailed, CaseSkipped
+from .connection import READ_LIMIT, Connection, Message, RequestId, code_of, field_of
+
+USER_SPACE = "conformance"
+PRODUCT_DOMAIN = "personal"
+PERSONAL = "wuu.personal"
+CLIENT_INFO = {"name": "wuu-conformance", "version": "1"}
+STDERR_SHOWN = 40
+
+
+def initialize_params(**overrides: Any) -> dict[str, Any]:
+    """The params of a valid `initialize`, with overrides."""
+    return {"protocol_version": USERHOST_PROTOCOL_VERSION, "client_info": CLIENT_INFO, **overrides}
+
+
+class HostSession:
+    """One host process for one case."""
+
+    def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
+        self.template = list(command)
+        self.workdir = workdir
+        self.timeout = timeout
+        self.home = workdir / "home"
+        self.socket_path = workdir / "run" / "userhost.sock"
+        self.has_socket = any("{socket}" in argument for argument in command)
+        self.command = [self._fill(argument) for argument in command]
+        self.process: asyncio.subprocess.Process | None = None
+        self._main: Connection | None = None
+        self._connections: list[Connection] = []
+        self._entries: list[tuple[str, str, bytes]] = []
+        self.initialized: dict[str, Any] = {}
+        """The result of the first client's `initialize`, once it has succeeded."""
+
+    def _fill(self, argument: str) -> str:
+        values = {
+            "{home}": str(self.home),
+            "{user_space}": USER_SPACE,
+            "{product_domain}": PRODUCT_DOMAIN,
+            "{socket}": str(self.socket_path),
+        }
+        for placeholder, value in values.items():
+            argument = argument.replace(placeholder, value)
+        return argument
+
+    def _prepare(self) -> None:
+        self.home.mkdir(mode=0o700)
+        self.socket_path.parent.mkdir(mode=0o700)
+
+    # --- the process -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the host on a fresh home; its stdio is the first client."""
+        self._prepare()
+        stderr = open(self.workdir / "stderr.log", "wb")  # noqa: SIM115 - the child keeps it
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                limit=READ_LIMIT,
+                start_new_session=True,
+            )
+        finally:
+            stderr.close()
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._main = self._add(Connection("#1", self.process.stdout, self.process.stdin, self._record))
+
+    async def probe(self) -> None:
+        """Start the host once and wait for its answer to `initialize` (StartFailure if none comes)."""
+        self._prepare()
+        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+        line = json.dumps(message).encode("utf-8") + b"\n"
+        await first_answer(self.command, line, env=os.environ, timeout=self.timeout)
+
+    def _add(self, connection: Connection) -> Connection:
+        self._connections.append(connection)
+        return connection
+
+    def _record(self, label: str, direction: str, data: bytes) -> None:
+        self._entries.append((label, direction, data[:4096]))
+
+    @property
+    def main(self) -> Connection:
+        """The first client: the host's stdio."""
+        if self._main is None:
+            raise RuntimeError("the session has not started")
+        return self._main
+
+    async def connect(self) -> Connection:
+        """A new client on the host's Unix socket (skips when the command takes no `{socket}`)."""
+        if not self.has_socket:
+            raise CaseSkipped("the command under test takes no {socket}: it serves one client only")
+        deadline = asyncio.get_running_loop().time() + self.timeout
+        while True:
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(self.socket_path), limit=READ_LIMIT)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if asyncio.get_running_loop().time() > deadline:
+                    what = f"the host did not listen on {self.socket_path} within {self.timeout:g} s"
+                    raise CaseFailed(what) from None
+                await asyncio.sleep(0.02)
+        return self._add(Connection(f"#{len(self._connections) + 1}", reader, writer, self._record))
+
+    async def exited(self, what: str) -> int:
+        """Wait for the host process to exit; fail if it does not within the timeout."""
+        assert self.process is not None
+        try:
+            return await asyncio.wait_for(self.process.wait(), self.timeout)
+        except TimeoutError:
+            raise CaseFailed(f"the host did not exit within {self.timeout:g} s after {what}") from None
+
+    def transcript(self) -> str:
+        """Every message sent and received, by connection; then the end of the host's stderr."""
+        lines = []
+        for label, direction, data in self._entries:
+            text = data.decode("utf-8", "replace").rstrip("\n")
+            lines.append(f"{label} {direction} {text[:2000]}{' ...' if len(text) > 2000 else ''}")
+        with contextlib.suppress(OSError):
+            stderr = (self.workdir / "stderr.log").read_text("utf-8", "replace").splitlines()
+            if stderr:
+                lines.append(f"the host's stderr (last {min(len(stderr), STDERR_SHOWN)} lines):")
+                lines.extend("  " + line for line in stderr[-STDERR_SHOWN:])
+        return "\n".join(lines)
+
+    async def close(self) -> None:
+        """End every connection and the host: EOF first, then SIGTERM, then SIGKILL after the timeout."""
+        for connection in self._connections:
+            connection.close_output()
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 0 if self.has_socket else min(self.timeout, 5))
+            for number in (signal.SIGTERM, signal.SIGKILL):
+                if process.returncode is not None:
+                    break
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, number)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), self.timeout)
+        for connection in self._connections:
+            await connection.close()
+
+    # --- checks ----------------------------------------------------------------------------------
+
+    def expect(self, condition: object, message: str) -> None:
+        """Fail the case with `message` unless `condition` holds."""
+        if not condition:
+            raise CaseFailed(message)
+
+    def skip(self, reason: str) -> None:
+        raise CaseSkipped(reason)
+
+    def check(self) -> None:
+        """Fail the case if any message received so far broke the spec."""
+        for connection in self._connections:
+            if connection.problems:
+                raise CaseFailed(connection.problems[0])
+
+    def personal(self) -> str:
+        """The fingerprint of `wuu.personal` in the first client's inventory; skips when it is absent."""
+        for entry in self.initialized.get("plugins", []):
+            if entry["plugin_id"] == PERSONAL:
+                return str(entry["fingerprint"])
+        raise CaseSkipped(f"the host's inventory has no {PERSONAL}: the Personal cases do not apply")
+
+    # --- requests --------------------------------------------------------------------------------
+
+    async def response(self, waiter: asyncio.Future[Message], what: str) -> Message:
+        """The checked response a future gets; a missing one fails the case."""
+        try:
+            message = await asyncio.wait_for(asyncio.shield(waiter), self.timeout)
+        except TimeoutError:
+            raise CaseFailed(f"no response to {what} within {self.timeout:g} s") from None
+        except EOFError:
+            self.check()
+            raise CaseFailed(f"the host closed the connection before answering {what}") from None
+        self.check()
+        return message
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        on: Connection | None = None,
+        request_id: RequestId | None = None,
+    ) -> Message:
+        """Send one request and return its checked response."""
+        connection = on or self.main
+        return await self.response(await connection.request(method, params, request_id=request_id), method)
+
+    async def ok(self, method: str, params: Any = None, *, on: Connection | None = None) -> dict[str, Any]:
+        """The result of a request that must succeed."""
+        message = await self.request(method, params, on=on)
+        self.expect("result" in message, f"{method} failed: {message.get('error')}")
+        result: dict[str, Any] = message["result"]
+        return result
+
+    async def error(
+        self,
+        method: str,
+        params: Any,
+        code: str,
+        *,
+        on: Connection | None = None,
+        field: str | None = None,
+        request_id: RequestId | None = None,
+    ) -> Message:
+        """The error response of a request that must fail with `code` (and name `field`, when given)."""
+        message = await self.request(method, params, on=on, request_id=request_id)
+        self.expect_error(message, code, method, field)
+        return message
+
+    def expect_error(self, message: Message, code: str, what: str, field: str | None = None) -> None:
+        """Fail unless `message` is an error response with `code` (naming `field`, when given)."""
+        actual = code_of(message)
+        self.expect(
+            actual == code, f"{what} must fail with {code}; it answered {message.get('error') or 'success'}"
+        )
+        if field is not None:
+            self.expect(
+                field_of(message) == field,
+                f"{what} must name the field {field!r} in error.data.field; it named {field_of(message)!r}",
+            )
+
+    async def initialize(self, *, on: Connection | None = None, **overrides: Any) -> dict[str, Any]:
+        """`initialize` (valid params plus overrides); fails the case unless it succeeds."""
+        result = await self.ok("initialize", initialize_params(**overrides), on=on)
+        if on is None or on is self._main:
+            self.initialized = result
+        return result
+
+    async def client(self) -> Connection:
+        """A new initialized client on the host's socket."""
+        connection = await self.connect()
+        await self.initialize(on=connection)
+        return connection
+
+    # --- Personal calls ----------------------------------------------------------------------------
+
+    def plugin_params(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        user_input: Mapping[str, Any] | None = None,
+        fingerprint: str | None = None,
+    ) -> dict[str, Any]:
+        """The params of a `plugin/client/request` to `wuu.personal`."""
+        request: dict[str, Any] = {"plugin_id": PERSONAL, "method": method, "params": dict(params)}
+        if user_input is not None:
+            request["user_input"] = dict(user_input)
+        if fingerprint is not None:
+            request["plugin_fingerprint"] = fingerprint
+        return request
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        user_input: Mapping[str, Any] | None = None,
+        on: Connection | None = None,
+    ) -> Message:
+        """The checked response of a Personal plugin call."""
+        request = self.plugin_params(method, params, user_input=user_input)
+        return await self.request("plugin/client/request", request, on=on)
+
+    async def call_ok(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        user_input: Mapping[str, Any] | None = None,
+        on: Connection | None = None,
+    ) -> dict[str, Any]:
+        """The plugin method's result of a Personal call that must succeed."""
+        message = await self.call(method, params, user_input=user_input, on=on)
+        self.expect("result" in message, f"{method} failed: {message.get('error')}")
+        result: dict[str, Any] = message["result"]["result"]
+        return result
+
+    async def call_error(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        code: str,
+        *,
+        user_input: Mapping[str, Any] | None = None,
+        field: str | None = None,
+        on: Connection | None = None,
+    ) -> Message:
+        """The error response of a Personal call that must fail with `code` (naming `field`, when given)."""
+        message = await self.call(method, params, user_input=user_input, on=on)
+        self.expect_error(message, code, method, field)
+        return message
+
+    async def main_session(self, *, on: Connection | None = None) -> str:
+        """The main session's id (`agents.main_session`)."""
+        result = await self.call_ok("agents.main_session", {}, on=on)
+        return str(result["session_id"])
