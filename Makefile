@@ -53,11 +53,15 @@ typecheck: $(READY)
 test: check-generated lint
 	$(PY) -m pytest -q -n 2
 
-## conformance: the conformance suite against the built-in reference worker
+## conformance: both suites against the reference implementations: the worker suite against the native
+## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)
+USERHOST := $(VENV)/bin/wuu-userhost serve --home {home} --user-space {user_space} \
+	--product-domain {product_domain} --composition-profile personal --stdio --listen unix:{socket}
 conformance: $(READY)
 	@mkdir -p build
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-native.json -- $(PY) -m wuu.worker
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-node.json -- node conformance/examples/node/worker.mjs
+	$(VENV)/bin/wuu-conformance run --suite userhost --jobs 2 --json build/conformance-userhost.json -- $(USERHOST)
 
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: $(READY)
