@@ -42,12 +42,14 @@ def _source(file: str) -> Any:
 
 
 def spec_text(pointer: str) -> str:
-    """The `description` at `file#/json/pointer` in the spec's schema files."""
+    """The spec's words at `file#/json/pointer` in its schema files: the `description` of the node named, or
+    the node itself when it is text (an entry of `x-enum-descriptions`, which states what each code means)."""
     file, _, path = pointer.partition("#")
     node = _source(file)
     for part in [p for p in path.split("/") if p]:
-        node = node[part.replace("~1", "/").replace("~0", "~")]
-    return str(node["description"])
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node if isinstance(node, str) else str(node["description"])
 
 
 class StartFailure(Exception):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,8 @@ class Connection:
         self._reader = reader
         self._writer = writer
         self._record = record
-        self._pending: dict[tuple[str, object], Pending] = {}
+        # Several requests may share an id (a case sending a duplicate): their responses are matched in order.
+        self._pending: dict[tuple[str, object], deque[Pending]] = {}
         self._ids = 0
         self.problems: list[str] = []
         """Every way the host's messages broke the spec so far, in order."""
@@ -118,7 +120,7 @@ class Connection:
         if method == "plugin/client/request" and isinstance(params, dict):
             plugin_method = params.get("method") if isinstance(params.get("method"), str) else None
         waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._pending[key(request_id)] = Pending(method, plugin_method, waiter)
+        self._pending.setdefault(key(request_id), deque()).append(Pending(method, plugin_method, waiter))
         return waiter
 
     async def request(
@@ -173,9 +175,10 @@ class Connection:
         finally:
             self.closed.set()
             self._arrived.set()
-            for pending in self._pending.values():
-                if not pending.response.done():
-                    pending.response.set_exception(EOFError("the host closed the connection"))
+            for queue in self._pending.values():
+                for pending in queue:
+                    if not pending.response.done():
+                        pending.response.set_exception(EOFError("the host closed the connection"))
 
     def _problem(self, text: str) -> None:
         self.problems.append(f"{self.label}: {text}")
@@ -224,7 +227,10 @@ class Connection:
                 self._problem("the host sent a success response with a null id")
             self.null_responses.put_nowait(message)
             return
-        pending = self._pending.pop(key(message["id"]), None)
+        queue = self._pending.get(key(message["id"]))
+        pending = queue.popleft() if queue else None
+        if queue is not None and not queue:
+            del self._pending[key(message["id"])]
         if pending is None or pending.response.done():
             self._problem(f"the host sent a response to {message['id']!r}, which is not in flight")
             return

@@ -132,6 +132,11 @@ class HostSession:
                 reader, writer = await asyncio.open_unix_connection(str(self.socket_path), limit=READ_LIMIT)
                 break
             except (FileNotFoundError, ConnectionRefusedError):
+                if self.process is not None and self.process.returncode is not None:
+                    what = (
+                        f"the host exited (status {self.process.returncode}) without listening on its socket"
+                    )
+                    raise CaseFailed(what) from None
                 if asyncio.get_running_loop().time() > deadline:
                     what = f"the host did not listen on {self.socket_path} within {self.timeout:g} s"
                     raise CaseFailed(what) from None
@@ -193,6 +198,11 @@ class HostSession:
             if connection.problems:
                 raise CaseFailed(connection.problems[0])
 
+    @property
+    def serves_personal(self) -> bool:
+        """Whether the first client's inventory lists `wuu.personal`."""
+        return any(entry["plugin_id"] == PERSONAL for entry in self.initialized.get("plugins", []))
+
     def personal(self) -> str:
         """The fingerprint of `wuu.personal` in the first client's inventory; skips when it is absent."""
         for entry in self.initialized.get("plugins", []):
@@ -207,6 +217,7 @@ class HostSession:
         try:
             message = await asyncio.wait_for(asyncio.shield(waiter), self.timeout)
         except TimeoutError:
+            self.check()  # a response the host sent wrongly (a wrong id, say) explains the wait
             raise CaseFailed(f"no response to {what} within {self.timeout:g} s") from None
         except EOFError:
             self.check()

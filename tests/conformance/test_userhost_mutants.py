@@ -1,0 +1,308 @@
+"""The mutation check of the user-host suite: it must fail every mutant, with a case aimed at its rule.
+
+Each mutant (tests/conformance/userhost_mutants) is the reference user host with exactly one rule broken.
+For each, the suite runs in-process against `python -m tests.conformance.userhost_mutants NAME serve ...`,
+restricted to the cases that check the broken requirements, and must fail at least one case that names one
+of them. The same selections pass against the reference host (the control) and against the mutants'
+machinery with nothing broken (`harness`: a failure is the mutant's doing, not the relay's).
+
+The selections run in the background, a few at once, each with up to JOBS hosts, and each test waits for its
+own. A selection is claimed through a file in a directory that every xdist worker of the session shares, so
+each runs once, whichever worker its test lands on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wuu.conformance.registry import Case
+from wuu.conformance.runner import CaseResult, Status, run_all, select
+from wuu.conformance.userhost.suite import USERHOST
+
+from .userhost_mutants import Mutant, load
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVE = ["serve", "--home", "{home}", "--user-space", "{user_space}", "--product-domain", "{product_domain}"]
+SERVE += ["--composition-profile", "personal", "--stdio", "--listen", "unix:{socket}"]
+REFERENCE = [sys.executable, "-m", "wuu.host.userhost", *SERVE]
+HARNESS = "harness"
+"""The mutants' command name that serves the relay with nothing broken."""
+MUTANTS = load()
+# A mutant's case often waits for a response that never comes: the reply timeout bounds that wait.
+TIMEOUT = 5.0
+# The controls run unbroken hosts: nothing there should wait for a timeout, and a short one only makes them
+# fail under load (a 32 MiB line or 20 MiB of attachments takes a while on a busy machine).
+CONTROL_TIMEOUT = 30.0
+JOBS = 2
+# Selections one pytest process runs in the background at once (each with up to JOBS hosts).
+BACKGROUND = 3
+# No selection may take longer than this: a runner that hangs fails its test instead of the whole run.
+DEADLINE = 120.0
+
+UNCAUGHT: dict[str, str] = {}
+"""Mutants no case catches yet, with the reason; each stays a strict expected failure until one does."""
+
+
+def mutant_command(name: str) -> list[str]:
+    """The command that serves the mutant `name` (the test suite's own package must be importable)."""
+    return [
+        "env",
+        f"PYTHONPATH={ROOT}",
+        sys.executable,
+        "-m",
+        "tests.conformance.userhost_mutants",
+        name,
+        *SERVE,
+    ]
+
+
+def _selection(mutant: Mutant) -> list[Case]:
+    """The cases that check one of the mutant's broken requirements."""
+    return select(USERHOST.cases().values(), list(mutant.requirements), [])
+
+
+def _control_areas() -> dict[str, list[Case]]:
+    """Every case some mutant's selection runs, by area."""
+    chosen: dict[str, Case] = {}
+    for mutant in MUTANTS.values():
+        for case in _selection(mutant):
+            chosen[case.id] = case
+    areas: dict[str, list[Case]] = {}
+    for case in chosen.values():
+        areas.setdefault(case.area, []).append(case)
+    return areas
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one case of a selection went (what a CaseResult says, in a form that crosses processes)."""
+
+    case: str
+    requirements: tuple[str, ...]
+    status: str
+    message: str
+
+    @classmethod
+    def of(cls, result: CaseResult) -> Outcome:
+        return cls(result.case.id, result.case.requirements, result.status.value, result.message)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == Status.FAILED.value
+
+
+Job = tuple[list[Case], list[str], float]
+
+
+def _jobs() -> dict[str, Job]:
+    """Every selection to run, by key, the longest first: the uncaught mutants (their cases wait for the
+    timeout), the controls by area, then the other mutants."""
+
+    def mutant(name: str) -> Job:
+        return _selection(MUTANTS[name]), mutant_command(name), TIMEOUT
+
+    jobs = {f"mutant-{name}": mutant(name) for name in MUTANTS if name in UNCAUGHT}
+    for area, cases in sorted(_control_areas().items(), key=lambda item: -len(item[1])):
+        jobs[f"reference-{area}"] = (cases, REFERENCE, CONTROL_TIMEOUT)
+        jobs[f"harness-{area}"] = (cases, mutant_command(HARNESS), CONTROL_TIMEOUT)
+    jobs.update({f"mutant-{name}": mutant(name) for name in MUTANTS if name not in UNCAUGHT})
+    return jobs
+
+
+async def _run(cases: Sequence[Case], command: Sequence[str], timeout: float) -> list[Outcome]:
+    try:
+        results = await asyncio.wait_for(run_all(cases, command, jobs=JOBS, timeout=timeout), DEADLINE)
+    except TimeoutError:
+        return [Outcome("(runner)", (), "hung", f"the runner did not finish within {DEADLINE:g} s")]
+    return [Outcome.of(result) for result in results]
+
+
+class Selections:
+    """The selections' outcomes, each run once per pytest session across all of its xdist workers."""
+
+    def __init__(self, shared: Path, wanted: set[str]) -> None:
+        """`wanted`: the keys of the selections this session's tests ask for (the only ones to prefetch)."""
+        self._shared = shared
+        self._jobs = _jobs()
+        self._wanted = wanted
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._background()), daemon=True)
+        self._thread.start()
+
+    def _claim(self, key: str) -> bool:
+        try:
+            os.close(os.open(self._shared / f"{key}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
+
+    def _store(self, key: str, outcomes: list[Outcome]) -> None:
+        temporary = self._shared / f"{key}.json.part"
+        temporary.write_text(json.dumps([outcome.__dict__ for outcome in outcomes]), "utf-8")
+        temporary.rename(self._shared / f"{key}.json")
+
+    def _load(self, key: str) -> list[Outcome] | None:
+        try:
+            entries: list[dict[str, Any]] = json.loads((self._shared / f"{key}.json").read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        return [Outcome(e["case"], tuple(e["requirements"]), e["status"], e["message"]) for e in entries]
+
+    async def _background(self) -> None:
+        """Claim and run pending selections, BACKGROUND at once, until none is left or `stop`."""
+        gate = asyncio.Semaphore(BACKGROUND)
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(key: str) -> None:
+            try:
+                self._store(key, await _run(*self._jobs[key]))
+            finally:
+                gate.release()
+
+        for key in [key for key in self._jobs if key in self._wanted]:
+            await gate.acquire()
+            if self._stop.is_set() or not self._claim(key):
+                gate.release()
+                continue
+            task = asyncio.create_task(one(key))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        await asyncio.gather(*running)
+
+    def outcomes(self, key: str) -> list[Outcome]:
+        """The outcomes of one selection: run here and now if nobody has claimed it yet, else awaited."""
+        if self._claim(key):
+            ran = asyncio.run(_run(*self._jobs[key]))
+            self._store(key, ran)
+            return ran
+        deadline = time.monotonic() + 3 * DEADLINE
+        while (stored := self._load(key)) is None:
+            if time.monotonic() > deadline:
+                pytest.fail(f"no worker finished the selection {key} within {3 * DEADLINE:g} s")
+            time.sleep(0.05)
+        return stored
+
+    def close(self) -> None:
+        """Start nothing new; wait for the selections already claimed (other workers may await them)."""
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def selections(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Selections]:
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if "PYTEST_XDIST_WORKER" in os.environ else base) / "userhost-mutants"
+    shared.mkdir(exist_ok=True)
+    wanted = set()
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        function = getattr(item, "function", None)
+        if function is test_unbroken_hosts_pass:
+            wanted.add(f"{params['host']}-{params['area']}")
+        elif function is test_suite_catches_mutant:
+            wanted.add(f"mutant-{params['name']}")
+    runs = Selections(shared, wanted)
+    yield runs
+    runs.close()
+
+
+def _summary(outcomes: Sequence[Outcome]) -> str:
+    lines = []
+    for outcome in outcomes:
+        first = outcome.message.splitlines()[0] if outcome.message else ""
+        lines.append(f"  {outcome.status.upper():7} {outcome.case}  {first}")
+    return "\n".join(lines)
+
+
+def test_mutant_registry() -> None:
+    """At least 20 mutants, each named in kebab-case, documented, and breaking requirements that exist."""
+    assert len(MUTANTS) >= 20
+    known = USERHOST.requirements()
+    for name, mutant in MUTANTS.items():
+        assert mutant.name == name
+        assert name == name.lower() and " " not in name and "_" not in name, name
+        assert name != HARNESS, f"{HARNESS} is the name of the unbroken machinery"
+        assert mutant.description and mutant.doc, f"{name} is not documented"
+        assert mutant.requirements, f"{name} names no requirement"
+        unknown = [rid for rid in mutant.requirements if rid not in known]
+        assert not unknown, f"{name} names unknown requirements {unknown}"
+    assert not set(UNCAUGHT) - set(MUTANTS), "UNCAUGHT names mutants that do not exist"
+
+
+def test_each_mutant_is_built_from_one_extension_point() -> None:
+    """A relay in front of the host or a composition override, never both, never neither."""
+    for name, mutant in MUTANTS.items():
+        assert (mutant.relay is None) != (mutant.compose is None), name
+
+
+def test_the_mutants_spread_over_the_areas() -> None:
+    """Every area of the user-host registry that has cases has a mutant (but the ones listed here)."""
+    covered = {rid.split(".", 1)[0] for mutant in MUTANTS.values() for rid in mutant.requirements}
+    areas = {case.area for case in USERHOST.cases().values()}
+    assert areas <= covered, f"areas without a mutant: {sorted(areas - covered)}"
+
+
+def test_a_mutant_serves(tmp_path: Path) -> None:
+    """A mutant's command starts and answers on its stdio (a broken harness would fail every case for the
+    wrong reason), and ends once its only client has gone."""
+    request = {"protocol_version": 1, "client_info": {"name": "test", "version": "1"}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": request}).encode() + b"\n"
+    command = [*mutant_command("reports-another-user-space")[: -len(SERVE)], "serve", "--stdio"]
+    command += ["--home", str(tmp_path), "--user-space", "local", "--product-domain", "personal"]
+    served = subprocess.run(command, input=line, capture_output=True, timeout=60)
+    assert served.returncode == 0, served.stderr
+    answer = json.loads(served.stdout)
+    assert answer["id"] == 1 and answer["result"]["user_space_id"] == "local-elsewhere", answer
+
+
+def test_every_mutant_has_cases() -> None:
+    """Every mutant's broken requirements are checked by at least one case (or it is known uncaught)."""
+    missing = [name for name, mutant in MUTANTS.items() if not _selection(mutant) and name not in UNCAUGHT]
+    assert not missing, f"mutants whose requirements no case checks: {missing}"
+
+
+@pytest.mark.parametrize("host", ["reference", HARNESS])
+@pytest.mark.parametrize("area", sorted(_control_areas()))
+def test_unbroken_hosts_pass(selections: Selections, host: str, area: str) -> None:
+    """The controls: the reference host, and the mutants' relay with nothing broken, pass every case that
+    the mutants' selections run."""
+    outcomes = selections.outcomes(f"{host}-{area}")
+    failed = [outcome for outcome in outcomes if outcome.status not in ("passed", "skipped")]
+    assert not failed, f"the {host} host fails:\n{_summary(failed)}\n\n{failed[0].message}"
+
+
+def _mutant_params() -> list[Any]:
+    params = []
+    for name in MUTANTS:
+        marks = [pytest.mark.xfail(strict=True, reason=UNCAUGHT[name])] if name in UNCAUGHT else []
+        params.append(pytest.param(name, marks=marks, id=name))
+    return params
+
+
+@pytest.mark.parametrize("name", _mutant_params())
+def test_suite_catches_mutant(selections: Selections, name: str) -> None:
+    """The suite fails the mutant, and at least one failing case is aimed at the rule it breaks."""
+    mutant = MUTANTS[name]
+    assert _selection(mutant), f"no case checks {mutant.requirements}"
+    outcomes = selections.outcomes(f"mutant-{name}")
+    failed = [outcome for outcome in outcomes if outcome.failed]
+    assert failed, f"the suite passes the mutant {name} ({mutant.description}):\n{_summary(outcomes)}"
+    aimed = [outcome for outcome in failed if set(outcome.requirements) & set(mutant.requirements)]
+    assert aimed, (
+        f"the mutant {name} fails only cases aimed at other rules than {mutant.requirements}:\n"
+        f"{_summary(outcomes)}"
+    )
