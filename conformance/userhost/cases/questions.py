@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..conversation import poll
 from ..personal import open_main, send
 from ..session import HostSession
 from ..suite import USERHOST
-from .history import poll
 
 ANSWER = "user_question/answer"
 DISMISS = "user_question/dismiss"

@@ -11,10 +11,10 @@ from typing import Any
 from wuu.generated.catalog import USERHOST_MAX_REACTION_REQUEST_RECEIPTS
 
 from ..connection import Connection, Message
+from ..conversation import POLL, everything, exchange
 from ..personal import open_main
 from ..session import PERSONAL, HostSession
 from ..suite import USERHOST
-from .history import POLL, everything, exchange
 
 REACT = "agents.react"
 REACTIONS = "agents.reactions"

@@ -10,12 +10,14 @@ import re
 from datetime import datetime
 from typing import Any
 
+from wuu.generated.catalog import USERHOST_HISTORY_SEARCH_DEFAULT_PAGE_SIZE
+
+from ..conversation import conversation, everything, seqs_of
 from ..session import HostSession
 from ..suite import USERHOST
-from .history import conversation, everything, seqs_of
 
 SEARCH = "agents.history.search"
-DEFAULT_PAGE = 20
+DEFAULT_PAGE = USERHOST_HISTORY_SEARCH_DEFAULT_PAGE_SIZE
 WORD = "kumquat"
 
 
