@@ -41,7 +41,12 @@ def code_of(reply: Mapping[str, Any]) -> str | None:
 
 
 class Session:
-    """One adapter process for one case."""
+    """One adapter process for one case.
+
+    The case's directory (`workdir`, the root beneath it) is this machine's, and the runner removes it. An
+    adapter whose files live elsewhere (an ssh server, a container) makes its own at the same paths: after a
+    case in which it bound a root that is not on this machine, `close` removes the case's directory there too.
+    """
 
     def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
         self.command = list(command)
@@ -52,6 +57,8 @@ class Session:
         self.capabilities: frozenset[str] = frozenset()
         self._client: WorkerClient | None = None
         self._mode: str | None = None
+        self._root_seen_here = False
+        """Whether the root existed on this machine right after an initialize succeeded."""
 
     @property
     def client(self) -> WorkerClient:
@@ -64,9 +71,12 @@ class Session:
         self._client = await WorkerClient.spawn(self.command, env={**os.environ, **(env or {})})
 
     async def probe(self) -> None:
-        """Start the adapter once and wait for its answer to `initialize` (StartFailure if none comes)."""
+        """Start the adapter once and wait for its answer to `initialize` (StartFailure if none comes); then
+        remove the root it made, where that is not here."""
         frame = {"id": "probe", "method": "initialize", "token": "conformance-probe", "data": self.binding()}
         await first_answer(self.command, encode(frame), env=os.environ, timeout=self.timeout)
+        if not self.root.exists():
+            await self.remove_elsewhere()
 
     # --- checks ----------------------------------------------------------------------------------
 
@@ -132,6 +142,8 @@ class Session:
         problems = validators.errors("ReplyFrame", dict(reply))
         if problems:
             raise CaseFailed(f"the reply to {method} is not a ReplyFrame: {_describe(problems[0])}")
+        if method == "initialize" and "data" in reply:
+            self._root_seen_here = self._root_seen_here or self.root.is_dir()
         if "error" in reply:
             code = code_of(reply)
             self.expect(
@@ -236,8 +248,61 @@ class Session:
         return self.client.transcript.render() if self._client is not None else ""
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close(budget=self.timeout)
+        """End the adapter (EOF), then remove what it made of the case's directory where that is not here."""
+        if self._client is None:
+            return
+        await self._client.close(budget=self.timeout)
+        if self._bound() and not (self._root_seen_here or self.root.exists()):
+            await self.remove_elsewhere()
+
+    def _bound(self) -> bool:
+        """Whether some `initialize` of this case succeeded (so the adapter may have made a root)."""
+        initializes: set[str] = set()
+        for direction, line in self.client.transcript.entries:
+            frame = _frame(line)
+            if frame is None or not isinstance(frame.get("id"), str):
+                continue
+            if direction == ">" and frame.get("method") == "initialize":
+                initializes.add(frame["id"])
+            elif (
+                direction == "<" and frame["id"] in initializes and "data" in frame and "method" not in frame
+            ):
+                return True
+        return False
+
+    async def remove_elsewhere(self) -> None:
+        """Remove the case's directory where the adapter keeps its files, through one more connection: it binds
+        the directory, if the adapter has one there, with remove_workspace_on_exit, and ends.
+
+        Best effort (an adapter that fails here has had its verdict): a missing directory is
+        `workspace_missing`, so nothing is created, and a worker that keeps its binding across connections
+        (a persistent one) refuses it with `binding_immutable`.
+        """
+        binding = {
+            **self.binding(root=str(self.workdir), session=f"{SESSION_ID}-cleanup"),
+            "require_existing_workspace": True,
+            "remove_workspace_on_exit": True,
+        }
+        try:
+            client = await WorkerClient.spawn(self.command, env=dict(os.environ))
+        except OSError:
+            return
+        client.transcript.enabled = False
+        try:
+            await asyncio.wait_for(client.request("initialize", binding), self.timeout)
+        except (TimeoutError, ConnectionLost):
+            pass
+        finally:
+            await client.close(budget=self.timeout)
+
+
+def _frame(line: bytes) -> dict[str, Any] | None:
+    """A transcript line's frame, or None when it is not a JSON object."""
+    try:
+        frame = json.loads(line)
+    except ValueError:
+        return None
+    return frame if isinstance(frame, dict) else None
 
 
 def _describe(error: Any) -> str:

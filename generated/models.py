@@ -553,11 +553,11 @@ class EditFileArguments(WireModel):
 
 class EditFileMetadata(WireModel):
     """
-    Metadata of a successful `edit_file` result.
+    Metadata of a successful `edit_file` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     replacements: Annotated[int, Field(ge=1, le=9223372036854775807)]
     """
@@ -664,10 +664,13 @@ class ErrorCode(StrEnum):
 
 ErrorString = TypeAliasType(
     "ErrorString",
-    Annotated[str, Field(pattern="^[a-z][a-z0-9_]*(: .*)?$", title="ErrorString")],
+    Annotated[
+        str,
+        Field(pattern="^[a-z][a-z0-9_]*(: [^\n\r\u2028\u2029]*)?$", title="ErrorString"),
+    ],
 )
 """
-An error as carried on the wire: `code` or `code: human message`, on one line. The code is the text before the first `:` and matches `^[a-z][a-z0-9_]*$`.
+An error as carried on the wire: `code` or `code: human message`, on one line. The code is the text before the first `:` and matches `^[a-z][a-z0-9_]*$`. The message holds no line terminator: neither LF nor CR nor U+2028 nor U+2029 (the characters ECMAScript's `.` does not match; the pattern names them, so that every regular-expression engine reads it alike). A sender replaces each line terminator of a message by a space.
 """
 
 
@@ -704,11 +707,11 @@ class ExecCommandArguments(WireModel):
 
 class ExecCommandMetadata(WireModel):
     """
-    Metadata of an `exec_command` result. `is_error` is true unless the command exited with status 0. A program that cannot be started is reported as a shell would: exit code 127 when it is not found, 126 when it cannot be executed.
+    Metadata of an `exec_command` result. `is_error` is true unless the command exited with status 0. A program that cannot be started is reported as a shell would: exit code 127 when it is not found, 126 when it cannot be executed. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     exit_code: Annotated[int | None, Field(ge=0, le=255)]
     """
@@ -1897,11 +1900,11 @@ class ReadFileArguments(WireModel):
 
 class ReadFileMetadata(WireModel):
     """
-    Metadata of a `read_file` result. The output is the bytes read, decoded as UTF-8 with invalid sequences replaced.
+    Metadata of a `read_file` result. The output is the bytes read, decoded as UTF-8 with invalid sequences replaced. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     size: Annotated[int, Field(ge=0, le=9223372036854775807)]
     """
@@ -2507,7 +2510,7 @@ class ToolResult(WireModel):
     """
     metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
-    Structured facts about the call; the tool's entry in the method catalog names the schema of its metadata. Free-form here because each tool shapes its own.
+    Structured facts about the call; the tool's entry in the method catalog names the schema of its metadata. Free-form here because each tool shapes its own. A tool's metadata is open for extension, and so is each object inside it that is a named def (a `list_dir` entry): a worker MAY add keys that the schema does not define (extension keys, named as the Extensions section of spec/README.md says); a host MUST ignore every key it does not know, and each key the schema defines keeps its type and rules.
     """
 
 
@@ -2992,11 +2995,11 @@ class WriteFileArguments(WireModel):
 
 class WriteFileMetadata(WireModel):
     """
-    Metadata of a `write_file` result.
+    Metadata of a `write_file` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     bytes_written: Annotated[int, Field(ge=0, le=9223372036854775807)]
     """
@@ -3374,11 +3377,11 @@ class DaytonaExecutionProfile(WireModel):
 
 class DirEntry(WireModel):
     """
-    One entry of a `list_dir` result.
+    One entry of a `list_dir` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     path: Annotated[str, Field(min_length=1)]
     """
@@ -3793,11 +3796,11 @@ class JsonRpcSuccessResponse(WireModel):
 
 class ListDirMetadata(WireModel):
     """
-    Metadata of a `list_dir` result. The output lists the same entries, one path per line, directories ending in `/`.
+    Metadata of a `list_dir` result. The output lists the same entries, one path per line, directories ending in `/`. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
     """
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="allow",
     )
     entries: list[DirEntry]
     """
@@ -4808,7 +4811,7 @@ One sensitive-path rule, told apart by `kind`. A rule matches a path when one of
 
 class SensitivePathRules(WireModel):
     """
-    The sensitive-path rules (the data is `spec/data/sensitive_paths.json`). The dedicated file tools refuse an operation on a sensitive path with the error `sensitive_path` in every permission mode, `unconfined` included; chat approval and "Approve for me" do not lift the refusal. Structured Git tools refuse to stage or commit a sensitive path. Evaluation: (1) The tool's path is made absolute (a relative path against the workspace root) and lexically normalized; the rules are checked against that path and, when it exists, against its symlink-resolved real path, and the path is sensitive when either matches. (2) A path is sensitive when at least one rule matches it; the refused operations are the union of the matching rules' `access`. (3) Globs match path components: within one component, `*` matches any run of characters (possibly empty, a leading `.` included) and `?` exactly one character, neither matching `/`; every other character matches itself; there is no `**`, character class or escape. Comparison is ASCII case-insensitive. A name that merely contains a word such as `credential` or `secret` is not sensitive unless a rule matches it: `credentials.go` is not sensitive, `credentials.json` is. These guards cover the dedicated file and Git tools only; they do not guarantee secrecy against shell commands, third-party code or network requests.
+    The sensitive-path rules (the data is `spec/data/sensitive_paths.json`). The dedicated file tools refuse an operation on a sensitive path with the error `sensitive_path` in every permission mode, `unconfined` included; chat approval and "Approve for me" do not lift the refusal. Structured Git tools refuse to stage or commit a sensitive path. Evaluation: (1) The tool's path is made absolute (a relative path against the workspace root) and lexically normalized; the rules are checked against that path and against the path the operation would act on: the tool's path resolved component by component as the path rules of `execute` resolve it, each symlink on the way replaced by its target (`..` stepping back from where the symlink led, not over it) and a dangling symlink, or a chain of them, by the target it would create; the path is sensitive when either matches. So a symlink named `.env` is sensitive whatever it points to, and a symlink `notes` to `.env` is sensitive whether or not `.env` exists. (2) A path is sensitive when at least one rule matches it; the refused operations are the union of the matching rules' `access`. (3) Globs match path components: within one component, `*` matches any run of characters (possibly empty, a leading `.` included) and `?` exactly one character, neither matching `/`; every other character matches itself; there is no `**`, character class or escape. Comparison is ASCII case-insensitive. A name that merely contains a word such as `credential` or `secret` is not sensitive unless a rule matches it: `credentials.go` is not sensitive, `credentials.json` is. These guards cover the dedicated file and Git tools only; they do not guarantee secrecy against shell commands, third-party code or network requests.
     """
 
     model_config = ConfigDict(

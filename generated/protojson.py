@@ -6,7 +6,8 @@ The twin rules are those of spec/README.md ("proto3 twins"): a field's JSON name
 property; enum values are `ENUM_NAME_VALUE`; a union is a message with one `oneof`; an absent
 optional field and an unset `optional` proto field are the same, and so are a JSON `null` and an
 unset field when the schema makes the property nullable. An empty optional list or map and an
-absent one are the same message.
+absent one are the same message. The twin of an open def has the spec's fields only: extension keys
+are left behind, as a host that ignores them would.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def to_proto(name: str, value: Any, message: Message) -> Message:
         raise ValueError(f"{message.DESCRIPTOR.full_name} has no field for branch {branch}")
     fields = _fields_by_json_name(message.DESCRIPTOR)
     for prop, prop_value in value.items():
+        if prop not in schema["properties"] and schema.get("additionalProperties") is True:
+            continue  # an extension key of an open def: the twin has the spec's fields only
         _set(message, fields[prop], schema["properties"][prop], prop_value)
     return message
 

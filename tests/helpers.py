@@ -20,8 +20,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wuu.conformance.suites import WORKER
 from wuu.conformance.runner import run_all
+from wuu.conformance.suites import WORKER
 from wuu.generated import validators
 from wuu.worker.client import WorkerClient
 from wuu.worker.errors import split_error

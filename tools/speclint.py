@@ -70,8 +70,10 @@ def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[s
     types = node.get("type")
     types = types if isinstance(types, list) else [types]
     if "object" in types:
-        if "properties" in node and node.get("additionalProperties") is not False:
-            yield f"{where}: objects with properties are closed (additionalProperties: false)"
+        if "properties" in node and node.get("additionalProperties") not in (False, True):
+            yield f"{where}: objects with properties are closed (additionalProperties: false) or open (true)"
+        if node.get("additionalProperties") is True and not (top and "properties" in node):
+            yield f"{where}: only a def with properties is open (additionalProperties: true)"
         if node.get("properties") and not top:
             yield f"{where}: an object with properties must be a named def, referenced by $ref"
         for prop, sub in node.get("properties", {}).items():
@@ -165,6 +167,53 @@ def lint_catalogs(checker: _Checker) -> Iterator[str]:
                     yield f"{where}: {entry.get('method') or entry.get('tool')}: {key} {ref} is no def"
 
 
+def reachable(defs: dict[str, Any], names: set[str]) -> set[str]:
+    """The defs `names` and every def they reference, directly or not."""
+    found: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in found or name not in defs:
+            continue
+        found.add(name)
+        pending.extend(_refs(defs[name]))
+    return found
+
+
+def _refs(node: Any) -> Iterator[str]:
+    """The def names a schema node references (bundled `#/$defs/Name` references)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            yield ref.rsplit("/", 1)[-1]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def lint_open_defs(checker: _Checker) -> Iterator[str]:
+    """Open defs (`additionalProperties: true`) outside a tool's result metadata.
+
+    Only result metadata is open for extension: a request (a method's params, a tool's arguments) stays
+    closed, so that a field its receiver does not know, a policy field above all, is refused, never ignored.
+    """
+    defs = checker.bundle["$defs"]
+    open_defs = {name for name, schema in defs.items() if schema.get("additionalProperties") is True}
+    metadata, requests = set(), set()
+    for catalog in catalogs().values():
+        requests.update(entry["params"] for entry in catalog.get("methods", []))
+        for tool in catalog.get("tools", []):
+            metadata.add(tool["metadata"])
+            requests.add(tool["arguments"])
+    in_requests = reachable(defs, requests)
+    for name in sorted(open_defs - reachable(defs, metadata)):
+        yield f"$defs/{name}: only a tool's result metadata (and the defs inside it) is open"
+    for name in sorted(open_defs & in_requests):
+        yield f"$defs/{name}: is open but part of a request (a method's params or a tool's arguments)"
+
+
 def lint_data(checker: _Checker) -> Iterator[str]:
     """Data files that break the def their `schema` names."""
     for path in sorted((SPEC / "data").glob("*.json")):
@@ -188,6 +237,7 @@ def problems() -> list[str]:
     except SpecError as error:
         return [*found, str(error)]
     found.extend(lint_catalogs(checker))
+    found.extend(lint_open_defs(checker))
     found.extend(lint_data(checker))
     found.extend(lint_examples(checker))
     return found

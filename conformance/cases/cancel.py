@@ -122,6 +122,70 @@ async def one_terminal_reply(s: Session) -> None:
         )
 
 
+# A command that keeps appending to a log until it is ended, and that, if it gets TERM, goes on appending for a
+# while before it exits: whatever ends it, nothing may be appended once its cancelled request has been answered.
+DRAINING_COMMAND = """
+log=$1
+beat() { i=0; while [ "$i" -lt "$1" ]; do echo beat >> "$log"; sleep 0.03; i=$((i + 1)); done; }
+trap 'echo term >> "$log"; beat 10; echo ended >> "$log"; exit 0' TERM
+while :; do beat 1; done
+"""
+DRAIN_LOG = "drain.log"
+# How long the log is watched after the terminal reply: longer than the command's TERM handler takes.
+WATCH_SECONDS = 1.5
+
+
+async def drain_log(s: Session) -> str | None:
+    """The command's log, or None while it does not exist."""
+    reply = await s.execute("read_file", path=DRAIN_LOG)
+    if code_of(reply) == "not_found":
+        return None
+    s.expect("data" in reply, f"read_file {DRAIN_LOG} failed: {reply.get('error')}")
+    output: str = reply["data"]["output"]
+    return output
+
+
+@WORKER.case("cancel.drained-before-reply")
+async def drained_before_reply(s: Session) -> None:
+    """The terminal reply of a cancelled exec_command comes after its handler has drained: the command, which
+    appends to a log until it ends (and for a while after a TERM), appends nothing once `cancelled` has come.
+
+    However the adapter ends the command (TERM with a grace, or KILL), it has ended when the reply is sent.
+    """
+    await s.initialize()
+    mode = await s.command_mode()
+    arguments = {"argv": ["sh", "-c", DRAINING_COMMAND, "sh", DRAIN_LOG]}
+    waiter = s.client.expect_reply("draining")
+    data = s.tool("exec_command", arguments, mode)
+    await s.client.send_frame({"id": "draining", "method": "execute", "token": s.client.token, "data": data})
+
+    async def beating() -> bool:
+        log = await drain_log(s)
+        return log is not None and "beat" in log
+
+    await s.until(beating, f"the command to append to {DRAIN_LOG}")
+    if waiter.done():
+        raise CaseFailed(f"the endless command was answered before any cancel: {waiter.result()}")
+    result = await s.ok("cancel", {"id": "draining"})
+    s.expect(result == {"cancelled": True}, f"cancel of the running exec_command answered {result}")
+    terminal = await s.wait_reply("execute", waiter)
+    s.expect(
+        code_of(terminal) in ("cancelled", None),
+        f"the cancelled exec_command must end with cancelled (or its result); it answered {terminal}",
+    )
+    at_reply = await drain_log(s)
+    deadline = asyncio.get_running_loop().time() + WATCH_SECONDS
+    while asyncio.get_running_loop().time() < deadline:
+        now = await drain_log(s)
+        if now != at_reply:
+            added = (now or "")[len(at_reply or "") :].split()
+            raise CaseFailed(
+                f"the cancelled exec_command's command still ran after its terminal reply: it appended "
+                f"{added} to {DRAIN_LOG}; the reply must wait until the command has ended"
+            )
+        await asyncio.sleep(0.05)
+
+
 @WORKER.case("cancel.unknown-id")
 async def unknown_id(s: Session) -> None:
     """cancel of an id never sent, or of a request already answered, answers cancelled: false."""

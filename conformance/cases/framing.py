@@ -17,7 +17,8 @@ from ..session import CaseSkipped, Session, code_of
 from ..suites import WORKER
 from .cancel import LongRequest, replies_to, start_any_long_request
 
-ERROR_STRING = re.compile(r"[a-z][a-z0-9_]*(: .*)?")
+# ErrorString (errors.schema.json), matched whole: the message holds none of the line terminators of ECMAScript.
+ERROR_STRING = re.compile("[a-z][a-z0-9_]*(: [^\n\r\u2028\u2029]*)?")
 
 
 def _request(s: Session, request_id: Any, method: Any, data: Any = None, **fields: Any) -> dict[str, Any]:
@@ -355,6 +356,9 @@ async def error_format(s: Session) -> None:
     if code_of(await s.execute("read_file", path="probe")) != "unsupported_tool":
         await expect_error("execute", s.tool("read_file", {"path": "../outside"}), "path_outside_root")
         await expect_error("execute", s.tool("read_file", {"path": "missing.txt"}), "not_found")
+        # A message that quotes the path must replace its line terminators (every kind) by spaces.
+        line_breaks = "missing\n1\r2\r\n3\u2028 4\u2029.txt"
+        await expect_error("execute", s.tool("read_file", {"path": line_breaks}), "not_found")
     if code_of(await s.execute("write_file", "read_only", path="x.txt", content="")) != "unsupported_tool":
         await expect_error(
             "execute",

@@ -23,6 +23,7 @@ from wuu.generated.catalog import WORKER_METHODS, WORKER_TOOLS
 
 from ..session import CaseFailed, CaseSkipped, Session, code_of
 from ..suites import WORKER
+from .tools import expect_code
 
 SEED = int(os.environ.get("WUU_CONFORMANCE_SEED", "20240404"))
 EXAMPLES = 15
@@ -343,6 +344,17 @@ async def _tools_served(s: Session) -> list[str]:
     return served
 
 
+async def expect_invalid(
+    s: Session, method: str, broken: dict[str, Any], twin: dict[str, Any], what: str
+) -> None:
+    """`broken` gets invalid_request, or the code its unbroken `twin` gets (sent after it: a broken request
+    has no effect), which names the other rule that both break."""
+    reply = await send(s, method, broken)
+    other = code_of(await send(s, method, twin))
+    codes = {"invalid_request"} | ({other} if other else set())
+    expect_code(s, reply, codes, f"seed {SEED}: {what} ({_short(broken)})")
+
+
 # --- the cases ------------------------------------------------------------------------------------------
 
 
@@ -367,9 +379,11 @@ async def valid_requests(s: Session) -> None:
 async def invalid_requests(s: Session) -> None:
     """Generated requests broken in exactly one field (a required one dropped, an unknown one added, a
     string for an integer, an integer for a string) get invalid_request, and the adapter keeps serving;
-    so do the arguments of read_file and list_dir broken the same way."""
+    so do the arguments of read_file and list_dir broken the same way. A generated request may break
+    another rule as well (name an unknown process or tool): its unbroken twin, sent next, tells which, and
+    that rule's code is the spec's too."""
     first = await s.initialize()
-    pools = Pools()
+    pools = await Pools.make(s)
     chooser = random.Random(SEED)
     batches: list[tuple[str, str, list[dict[str, Any]]]] = [
         (method, WORKER_METHODS[method].params.__name__, requests_for(s, method, pools))
@@ -381,12 +395,7 @@ async def invalid_requests(s: Session) -> None:
             if not options:
                 continue
             what, broken = chooser.choice(options)
-            reply = await send(s, method, broken)
-            s.expect(
-                code_of(reply) == "invalid_request",
-                f"seed {SEED}: {method} with {what} must get invalid_request; it answered "
-                f"{_short(reply)} to {_short(broken)}",
-            )
+            await expect_invalid(s, method, broken, data, f"{method} with {what}")
     for tool in await _tools_served(s):
         name = WORKER_TOOLS[tool].arguments.__name__
         for arguments in instances(name):
@@ -394,12 +403,9 @@ async def invalid_requests(s: Session) -> None:
             if not options:
                 continue
             what, broken = chooser.choice(options)
-            data = s.tool(tool, broken, "read_only")
-            reply = await send(s, "execute", data)
-            s.expect(
-                code_of(reply) == "invalid_request",
-                f"seed {SEED}: {tool} with arguments {what} must get invalid_request; it answered "
-                f"{_short(reply)} to {_short(data)}",
+            twin = s.tool(tool, arguments, "read_only")
+            await expect_invalid(
+                s, "execute", s.tool(tool, broken, "read_only"), twin, f"{tool} with arguments {what}"
             )
     await still_serving(s, first)
 
@@ -409,15 +415,21 @@ async def invalid_params(s: Session) -> None:
     """Parameters of each advertised method with a wrong type, a missing or unknown field, or a value
     out of range (including ids over 256 UTF-8 bytes) get invalid_request."""
     await s.initialize()
+    # The parameters name live things, so that they break no rule but the schema's. Where the adapter has
+    # none to offer (no process, no export), the method's base request tells which other rule the names
+    # break, and its code is the spec's too.
+    pools = await Pools.make(s)
+    process = pools.processes[0] if pools.processes else "p"
+    token = pools.tokens[0] if pools.tokens else "t"
+    read = s.tool("read_file", {"path": pools.file or "a"})
     long_id = "€" * 86
     wrong: dict[str, list[dict[str, Any]]] = {
         "cancel": [{}, {"id": 5}, {"id": ""}, {"id": long_id}, {"id": "x", "extra": True}],
         "execute": [
-            {**s.tool("read_file", {"path": "a"}), "permission_mode": "root"},
-            {**s.tool("read_file", {"path": "a"}), "tool": "Read-File"},
-            {**s.tool("read_file", {"path": "a"}), "actor": {"kind": "robot", "id": "r"}},
-            {**s.tool("read_file", {"path": "a"}), "call": {"id": "c", "arguments": {"path": "a"}}},
-            {key: value for key, value in s.tool("read_file", {"path": "a"}).items() if key != "call"},
+            {**read, "permission_mode": "root"},
+            {**read, "actor": {"kind": "robot", "id": "r"}},
+            {**read, "call": {"id": "c", "arguments": {"path": "a"}}},
+            {key: value for key, value in read.items() if key != "call"},
         ],
         "process/start": [
             {"argv": [], "permission_mode": "read_only"},
@@ -432,38 +444,48 @@ async def invalid_params(s: Session) -> None:
         "process/list": [{"all": True}],
         "process/get": [{}, {"id": 5}, {"id": ""}],
         "process/read": [
-            {"Process": "p", "MaxBytes": 0},
-            {"Process": "p", "MaxBytes": 8388609},
-            {"Process": "p", "OffsetBytes": -1},
-            {"Process": "p", "OffsetBytes": 2**63},
-            {"Process": "p", "Wait": 1.5},
-            {"Process": "p", "max_bytes": 5},
+            {"Process": process, "MaxBytes": 0},
+            {"Process": process, "MaxBytes": 8388609},
+            {"Process": process, "OffsetBytes": -1},
+            {"Process": process, "OffsetBytes": 2**63},
+            {"Process": process, "Wait": 1.5},
+            {"Process": process, "max_bytes": 5},
         ],
         "process/stop": [
-            {"id": "p", "signal": "HUP"},
-            {"id": "p", "grace_ms": -1},
-            {"id": "p", "grace_ms": 2**31},
+            {"id": process, "signal": "HUP"},
+            {"id": process, "grace_ms": -1},
+            {"id": process, "grace_ms": 2**31},
         ],
-        "process/write": [{"id": "p"}, {"id": "p", "data": "", "close": "yes"}],
+        "process/write": [{"id": process}, {"id": process, "data": "", "close": "yes"}],
         "export/open": [{"path": ""}, {}],
         "export/read": [
-            {"token": "t", "offset": -1},
-            {"token": "t", "offset": 0, "max_bytes": 0},
-            {"token": "t", "offset": 0, "max_bytes": 8388609},
+            {"token": token, "offset": -1},
+            {"token": token, "offset": 0, "max_bytes": 0},
+            {"token": token, "offset": 0, "max_bytes": 8388609},
         ],
         "export/close": [{}, {"token": 1}],
         "run_code": [{"language": "python", "source": "1", "result_view": "all"}],
+    }
+    # The valid request each broken one is made from, where it names something or runs a command.
+    bases: dict[str, dict[str, Any]] = {
+        "execute": read,
+        "process/start": {"argv": ["true"], "permission_mode": "read_only"},
+        "process/read": {"Process": process},
+        "process/stop": {"id": process, "grace_ms": 1000},
+        "process/write": {"id": process, "data": ""},
+        "export/read": {"token": token, "offset": 0},
     }
     checked = 0
     for method, cases in wrong.items():
         if method not in s.methods:
             continue
-        for data in cases:
-            reply = await s.request(method, data)
-            s.expect(
-                code_of(reply) == "invalid_request",
-                f"{method} {_short(data)} must get invalid_request; it answered {_short(reply)}",
-            )
+        replies = [(data, await s.request(method, data)) for data in cases]
+        # Sent after the broken ones, which must have had no effect (the base may end a process).
+        base = bases.get(method)
+        other = code_of(await s.request(method, base)) if base else None
+        codes = {"invalid_request"} | ({other} if other else set())
+        for data, reply in replies:
+            expect_code(s, reply, codes, f"{method} {_short(data)}")
             checked += 1
     s.expect(checked > 0, "no method to check")
     await s.ok("process/list", {})

@@ -6,6 +6,7 @@ from wuu.generated.catalog import WORKER_METHODS
 
 from ..session import Session, code_of
 from ..suites import WORKER
+from .tools import expect_code
 
 
 @WORKER.case("init.not-initialized")
@@ -120,8 +121,11 @@ async def remove_workspace_on_exit(s: Session) -> None:
 
 @WORKER.case("init.invalid-params")
 async def invalid_params(s: Session) -> None:
-    """initialize data with a wrong type (4.0 is no integer), a missing or an unknown field gets invalid_request."""
-    await s.error("initialize", s.binding(version="4"), "invalid_request")
+    """initialize data with a wrong type (4.0 is no integer), a missing or an unknown field gets invalid_request
+    (the string "4" is also a version other than 4, so protocol_mismatch is the spec's code for it too)."""
+    reply = await s.request("initialize", s.binding(version="4"))
+    expect_code(s, reply, {"invalid_request", "protocol_mismatch"}, 'initialize with the version "4"')
+    # 4.0 is the number 4 written with a fraction, no other version: only the integer rule applies.
     await s.error("initialize", s.binding(version=4.0), "invalid_request")
     await s.error("initialize", {"version": 4, "root": str(s.root)}, "invalid_request")
     await s.error("initialize", s.binding(colour="blue"), "invalid_request")

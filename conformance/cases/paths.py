@@ -414,6 +414,46 @@ async def sensitive_write_refused(s: Session) -> None:
         await expect_contents(s, "plain.txt", "plain\n", "after writes through the symlink x/.env")
 
 
+# Symlinks to sensitive files that do not exist yet, and `..` after a symlink: the path a write would act on.
+LINKS_TO_SENSITIVE = {
+    "notes": ".env",  # dangling: .env is never created
+    "chain": "notes",  # a chain of dangling links
+    "deep": "missing/dir/.env.local",  # dangling through directories that do not exist either
+    "keys": ".aws/profile",  # keys/../credentials acts on .aws/credentials
+}
+THROUGH_LINKS = ["notes", "chain", "deep", "keys/../credentials"]
+
+
+@WORKER.case("sensitive.through-links")
+async def sensitive_through_links(s: Session) -> None:
+    """The guard applies to the path a write acts on: writes and edits through a dangling symlink (or a chain
+    of them) to a sensitive name, and through `..` after a symlink into .aws, get sensitive_path in standard
+    and unconfined, creating nothing and leaving the links in place; a dangling link to an ordinary name is
+    written through."""
+    await s.initialize()
+    local = await local_root(s)
+    absolute = {"absolute": str(s.root / "id_ed25519"), "plain-link": "plain/made.txt"}
+    for link, target in {**LINKS_TO_SENSITIVE, **absolute}.items():
+        if not await make_symlink(s, link, target, local):
+            s.skip("no symlink can be set up: the root is not local and the adapter runs no commands")
+    for mode in ("standard", "unconfined"):
+        for path in [*THROUGH_LINKS, "absolute"]:
+            arguments = {"path": path, "content": "KEY=1\n", "create_dirs": True}
+            await refused(s, "sensitive_path", "write_file", mode, **arguments)
+            await refused(s, "sensitive_path", "edit_file", mode, path=path, old_string="K", new_string="x")
+    why = "after writes through symlinks to it were refused"
+    for target in (".env", "missing", ".env.local", ".aws", "id_ed25519"):
+        await expect_missing(s, target, why)
+    listing = await result(s, "list_dir", path=".", include_hidden=True)
+    kinds = {entry["path"]: entry["type"] for entry in listing["metadata"]["entries"]}
+    for link in [*LINKS_TO_SENSITIVE, *absolute]:
+        s.expect(kinds.get(link) == "symlink", f"list_dir of the root shows {link} as {kinds.get(link)}")
+    # Not every dangling link is refused: one to an ordinary name is written through, creating its target.
+    data = await result(s, "write_file", path="plain-link", content="plain\n", create_dirs=True)
+    s.expect(data["metadata"]["created"] is True, f"a write through a dangling link: {data['metadata']}")
+    await expect_contents(s, "plain/made.txt", "plain\n", "after a write through the symlink plain-link")
+
+
 @WORKER.case("sensitive.not-overbroad")
 async def sensitive_not_overbroad(s: Session) -> None:
     """Files merely named like secrets (credentials.go, secrets.py, id_rsa.pub, .env.example) can be written and

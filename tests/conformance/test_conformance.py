@@ -23,6 +23,8 @@ DELEGATED = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "deleg
 # No worker: it answers its first line with an empty object (so it starts), and breaks every rule after.
 NO_WORKER = ["sh", "-c", "read line; echo '{}'"]
 NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
+# The native worker with extension keys in its tools' result metadata, which the spec allows.
+EXTENDED = [sys.executable, str(ROOT / "tests" / "conformance" / "fixtures" / "extension_worker.py")]
 
 
 # --- the registry -------------------------------------------------------------------------------------
@@ -138,6 +140,7 @@ def test_list_names_every_requirement(capsys: pytest.CaptureFixture[str]) -> Non
     [
         pytest.param(NATIVE, id="native"),
         pytest.param(DELEGATED, id="delegated"),
+        pytest.param(EXTENDED, id="extension-keys-in-metadata"),
         pytest.param(
             NODE,
             id="node",
@@ -150,3 +153,20 @@ def test_list_names_every_requirement(capsys: pytest.CaptureFixture[str]) -> Non
 )
 async def test_the_adapter_passes_every_case(command: list[str]) -> None:
     await passes_every_case(command, f"against {command[-1]}", timeout=20)
+
+
+async def test_a_known_metadata_key_of_the_wrong_type_fails_beside_extension_keys() -> None:
+    # The same adapter as above, but read_file's `size` (an integer in the spec) is a string.
+    command = ["env", "WUU_TEST_METADATA=wrong-type", *EXTENDED]
+    cases = select(WORKER.cases().values(), ["tools.read-file", "framing.replies-follow-schema"], [])
+    results = await run_all(cases, command, jobs=2, timeout=20)
+    assert {result.case.id: result.status for result in results} == {
+        "tools.read-file": Status.FAILED,
+        "framing.replies-follow-schema": Status.FAILED,
+    }
+    for result in results:
+        assert (
+            "the metadata of read_file" in result.message
+            and "does not follow ReadFileMetadata" in result.message
+        )
+        assert "is not of type 'integer'" in result.message, result.message

@@ -17,7 +17,9 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 @pytest.mark.parametrize("suite", ["worker", "userhost"])
-def test_a_command_that_does_not_exist(suite: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_command_that_does_not_exist(
+    suite: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = str(tmp_path / "no-such-adapter")
     code, out, err = run(["run", "--suite", suite, "--", missing, "--flag"], capsys)
     assert code == 2 and out == ""
@@ -43,13 +45,24 @@ def test_an_adapter_that_exits_before_answering_shows_its_stderr(capsys: pytest.
 
 def test_a_host_refusing_its_flags_is_reported_with_its_message(capsys: pytest.CaptureFixture[str]) -> None:
     # No --user-space: `wuu-userhost serve` refuses to start and says which flag is missing.
-    command = [sys.executable, "-m", "wuu.host.userhost", "serve", "--home", "{home}", "--product-domain", "p"]
+    command = [
+        sys.executable,
+        "-m",
+        "wuu.host.userhost",
+        "serve",
+        "--home",
+        "{home}",
+        "--product-domain",
+        "p",
+    ]
     code, out, err = run(["run", "--suite", "userhost", "--", *command, "--stdio"], capsys)
     assert (code, out) == (2, "")
     assert "before answering its first request" in err and "--user-space" in err
 
 
-def test_an_adapter_that_never_answers_is_reported_after_the_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_adapter_that_never_answers_is_reported_after_the_timeout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     silent = [sys.executable, "-c", "import time; time.sleep(60)"]
     code, out, err = run(["run", "--timeout", "1", "--", *silent], capsys)
     assert (code, out) == (2, "")

@@ -12,7 +12,16 @@ from wuu.conformance.runner import Status, run_all, select
 from wuu.conformance.suites import USERHOST
 from wuu.generated.models import RequirementTier
 
-SERVE = [sys.executable, "-m", "wuu.host.userhost", "serve", "--home", "{home}", "--user-space", "{user_space}"]
+SERVE = [
+    sys.executable,
+    "-m",
+    "wuu.host.userhost",
+    "serve",
+    "--home",
+    "{home}",
+    "--user-space",
+    "{user_space}",
+]
 SERVE += ["--product-domain", "{product_domain}"]
 REFERENCE = [*SERVE, "--composition-profile", "personal", "--stdio", "--listen", "unix:{socket}"]
 """The reference host, as `make conformance` runs it."""

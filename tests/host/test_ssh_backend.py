@@ -168,6 +168,13 @@ def profiles(service: Service, tmp_path: Path) -> Iterator[Profiles]:
     shutil.rmtree(made.workspace, ignore_errors=True)
 
 
+def server_side(service: Service, path: Path) -> Path:
+    """`path` as the server sees it: through the root of sshd's own mount namespace (where DIR/host-only is
+    another directory than here)."""
+    pid = int((service.directory / "sshd.pid").read_text(encoding="ascii"))
+    return Path(f"/proc/{pid}/root") / path.relative_to("/")
+
+
 def processes(*needles: str) -> list[int]:
     """The pids of this machine's processes whose command line has every one of `needles` as an argument
     or in one (the server is this machine: its processes are ours to see)."""
@@ -263,11 +270,21 @@ async def test_the_conformance_suite_passes_through_the_ssh_backend(
     name = profiles.add("conformance", lifetime_seconds=lifetime)
     # The cases' roots go beneath DIR/host-only: paths that exist only on the host's side, like a
     # remote machine's (the worker creates its own at the same paths, on the server's side).
-    monkeypatch.setattr(tempfile, "tempdir", str(service.host_only))
+    cases = service.host_only / profiles.workspace.name
+    cases.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(cases))
     # Every case is a conversation of its own (the backend makes a fresh id for each connection).
     monkeypatch.delenv("WUU_CONVERSATION", raising=False)
     elapsed = await passes_every_case(profiles.command(name), "through ssh", timeout=30)
     record_property("ssh_conformance_seconds", round(elapsed, 1))
+    # The suite removed each case's directory on the server too (once the worker that bound it to remove it
+    # on exit had idled out), not only its own copy here.
+    remote = server_side(service, cases)
+    await until(
+        lambda: not [entry.name for entry in remote.iterdir() if entry.name.startswith("wuu-conformance-")],
+        f"the cases' directories in {cases} on the server to go",
+        lifetime + IDLE_MARGIN,
+    )
     # Every case's conversation had its subdirectory, removed once its worker's idle timeout passed.
     await until(
         lambda: not any(profiles.workspace.iterdir()),

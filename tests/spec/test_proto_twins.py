@@ -37,13 +37,17 @@ def twin_class(name: str) -> type[Message]:
 
 
 def normalized(name: str, value: Any) -> Any:
-    """`value` with empty optional lists and maps dropped: the twin cannot tell them from absent ones."""
+    """`value` with empty optional lists and maps dropped (the twin cannot tell them from absent ones), and
+    the extension keys of open defs (the twin has the spec's fields only)."""
     schema = defs()[name]
     if "oneOf" in schema:
         return normalized(protojson.union_branch(name, value), value)
     required = set(schema.get("required", []))
     out = {}
     for prop, item in value.items():
+        if prop not in schema["properties"]:
+            assert schema.get("additionalProperties") is True, f"{name} is closed but has {prop}"
+            continue
         prop_schema = schema["properties"][prop]
         if prop not in required and item in ([], {}) and _is_collection(prop_schema):
             continue

@@ -8,8 +8,17 @@ import json
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from wuu.generated import validators
-from wuu.generated.models import ExecutionProcessV4, ProcessReadParams, ProcessReadResult, ReplyFrame
+from tools import speclint
+from tools.speclint import reachable
+from wuu.generated import models, validators
+from wuu.generated.catalog import WORKER_METHODS, WORKER_TOOLS
+from wuu.generated.models import (
+    ExecutionProcessV4,
+    ProcessReadParams,
+    ProcessReadResult,
+    ReadFileMetadata,
+    ReplyFrame,
+)
 
 REPLY = TypeAdapter(ReplyFrame)
 
@@ -95,3 +104,40 @@ def test_request_id_limit_counts_utf8_bytes() -> None:
     assert validators.errors("RequestFrame", frame)[0].message.startswith("258 UTF-8 bytes")
     with pytest.raises(ValidationError, match="id: 258 UTF-8 bytes is over the limit of 256"):
         REPLY.validate_json(json.dumps({"id": "é" * 129, "data": {}}), strict=True)
+
+
+# --- open result metadata, closed requests (spec/README.md, "Extensions") --------------------------------
+
+READ_METADATA = {"size": 32, "offset_bytes": 0, "returned_bytes": 32, "eof": True}
+
+
+def test_result_metadata_keeps_extension_keys_and_checks_the_known_ones() -> None:
+    extended = {**READ_METADATA, "x-acme-trace": {"span": "0af7", "sampled": True}}
+    assert validators.errors("ReadFileMetadata", extended) == []
+    assert ReadFileMetadata.model_validate_json(json.dumps(extended), strict=True).to_wire() == extended
+    wrong = {**extended, "size": "32"}
+    assert [list(e.absolute_path) for e in validators.errors("ReadFileMetadata", wrong)] == [["size"]]
+    with pytest.raises(ValidationError) as raised:
+        ReadFileMetadata.model_validate_json(json.dumps(wrong), strict=True)
+    assert raised.value.errors()[0]["loc"] == ("size",)
+
+
+def test_every_request_def_stays_closed() -> None:
+    requests = {spec.params.__name__ for spec in WORKER_METHODS.values()}
+    requests |= {spec.arguments.__name__ for spec in WORKER_TOOLS.values()}
+    reached = reachable(validators.bundle()["$defs"], requests)
+    objects = {name for name in reached if "properties" in validators.bundle()["$defs"][name]}
+    assert {"ExecutionToolRequestV4", "ToolCall", "Actor", "ReadFileArguments"} <= objects
+    for name in sorted(objects):
+        assert getattr(models, name).model_config.get("extra") == "forbid", name
+
+
+def test_speclint_refuses_an_open_def_that_a_request_reaches() -> None:
+    checker = speclint._Checker()
+    checker.bundle["$defs"]["ToolCall"]["additionalProperties"] = True
+    checker.bundle["$defs"]["WorkerInfo"]["additionalProperties"] = True
+    assert list(speclint.lint_open_defs(checker)) == [
+        "$defs/ToolCall: only a tool's result metadata (and the defs inside it) is open",
+        "$defs/WorkerInfo: only a tool's result metadata (and the defs inside it) is open",
+        "$defs/ToolCall: is open but part of a request (a method's params or a tool's arguments)",
+    ]

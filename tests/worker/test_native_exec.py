@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from tests.helpers import DEADLINE, assert_gone, code, ok, pid_from_file, run_tool, same_path
+from tests.helpers import DEADLINE, alive, assert_gone, code, ok, pid_from_file, run_tool, same_path
 from wuu.worker.client import WorkerClient
 
 
@@ -69,3 +69,19 @@ async def test_cancelling_exec_command_ends_its_process_tree(worker: WorkerClien
     assert ok(await worker.request("cancel", {"id": request_id})) == {"cancelled": True}
     assert code(await asyncio.wait_for(pending, DEADLINE)) == "cancelled"
     await assert_gone(pid)
+
+
+async def test_a_cancelled_exec_command_is_answered_after_its_command_cleaned_up(
+    worker: WorkerClient, root: Path
+) -> None:
+    script = "trap 'echo done > cleaned.txt; exit 0' TERM; echo $$ > pid.txt; while :; do sleep 0.02; done"
+    pending = asyncio.create_task(run_tool(worker, "exec_command", argv=["sh", "-c", script]))
+    pid = await pid_from_file(root / "pid.txt", pending)
+    request_id = next(
+        json.loads(raw)["id"] for direction, raw in worker.transcript.entries if b'"exec_command"' in raw
+    )
+    assert ok(await worker.request("cancel", {"id": request_id})) == {"cancelled": True}
+    assert code(await asyncio.wait_for(pending, DEADLINE)) == "cancelled"
+    # The command got TERM and the reply waited for its handler: the file was there when `cancelled` came.
+    assert (root / "cleaned.txt").read_text() == "done\n"
+    assert not alive(pid)

@@ -92,6 +92,55 @@ async def test_a_symlink_to_a_sensitive_file_is_sensitive(worker: WorkerClient, 
     assert (root / ".env").read_text() == "TOKEN=old\n"
 
 
+# A symlink (or chain) whose target does not exist yet, and `..` after a symlink: the path acted on, by path.
+THROUGH_LINKS = {
+    "notes": ".env",
+    "chain": ".env",
+    "deep": "missing/dir/.env.local",
+    "absolute": "id_ed25519",
+    "keys/../credentials": ".aws/credentials",
+    "known/../config": ".ssh/config",
+}
+
+
+@pytest.fixture
+def links(root: Path) -> Path:
+    """Symlinks in `root` that lead to sensitive names, none of which exists (.ssh does, empty)."""
+    (root / ".ssh").mkdir()
+    (root / "notes").symlink_to(".env")
+    (root / "chain").symlink_to("notes")
+    (root / "deep").symlink_to("missing/dir/.env.local")
+    (root / "absolute").symlink_to(root / "id_ed25519")
+    (root / "keys").symlink_to(".aws/profile")
+    (root / "known").symlink_to(".ssh/known_hosts")
+    return root
+
+
+@pytest.mark.parametrize("mode", ["standard", "unconfined"])
+@pytest.mark.parametrize("path", sorted(THROUGH_LINKS))
+async def test_a_write_through_a_symlink_is_checked_where_it_would_land(
+    worker: WorkerClient, links: Path, path: str, mode: str
+) -> None:
+    before = sorted(p.relative_to(links) for p in links.rglob("*"))
+    reply = await run_tool(worker, "write_file", mode=mode, path=path, content="KEY=1", create_dirs=True)
+    assert code(reply) == "sensitive_path"
+    assert THROUGH_LINKS[path] in reply["error"]  # the message names where the write would land
+    reply = await run_tool(worker, "edit_file", mode=mode, path=path, old_string="K", new_string="x")
+    assert code(reply) == "sensitive_path"
+    assert sorted(p.relative_to(links) for p in links.rglob("*")) == before
+    assert not (links / THROUGH_LINKS[path]).exists()
+
+
+async def test_a_dangling_symlink_to_an_ordinary_name_is_written_through(
+    worker: WorkerClient, root: Path
+) -> None:
+    (root / "plain-link").symlink_to("plain/made.txt")
+    result = ok(await run_tool(worker, "write_file", path="plain-link", content="x", create_dirs=True))
+    assert result["metadata"]["created"] is True
+    assert (root / "plain" / "made.txt").read_text() == "x"
+    assert (root / "plain-link").is_symlink()
+
+
 @pytest.mark.parametrize("mode", ["standard", "read_only", "unconfined"])
 async def test_wuu_credential_files_are_blocked_for_reads_too(spawn: Spawner, root: Path, mode: str) -> None:
     wuu_home = root / "wuu-home"

@@ -225,6 +225,21 @@ def test_symlinks_are_checked_by_name_and_by_target(tmp_path: Path) -> None:
     guard.check(real / "dangling.txt", write=False)
 
 
+def test_the_path_acted_on_is_checked_beside_the_name(tmp_path: Path) -> None:
+    real = tmp_path.resolve()
+    guard = SensitivePaths.load(home=real / "home", wuu_home=real / "wuu")
+    # `link/../config` with link -> .ssh/known names ./config and writes .ssh/config.
+    assert guard.match(real / "config", acts_on=real / ".ssh" / "config").rules == ("ssh-directory",)
+    assert guard.match(real / ".env", acts_on=real / "notes.txt").rules == ("environment-file",)
+    assert not guard.match(real / "notes.txt", acts_on=real / "plain.txt").sensitive
+    with pytest.raises(WorkerError) as caught:
+        guard.check(real / "config", write=True, acts_on=real / ".ssh" / "config")
+    assert caught.value.code is ErrorCode.SENSITIVE_PATH
+    assert ".ssh/config" in caught.value.message
+    with pytest.raises(ValueError):
+        guard.match(real / "config", acts_on=Path(".ssh/config"))
+
+
 def test_wuu_home_is_recognized_through_its_real_path(tmp_path: Path) -> None:
     real = tmp_path.resolve()
     (real / "wuu-data").mkdir()

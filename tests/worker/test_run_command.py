@@ -118,3 +118,66 @@ async def test_cancelled_run_command_kills_the_tree(tmp_path: Path) -> None:
     with pytest.raises(asyncio.CancelledError):
         await running
     await assert_none_left_in(tmp_path)
+
+
+# A command that cleans up on TERM: with `cleanup` (shell code) run before it leaves a file behind.
+def _cleans_up_on_term(cleanup: str = ":") -> list[str]:
+    trap = f"trap '{cleanup}; echo done > cleaned; exit 0' TERM"
+    return ["sh", "-c", f"{trap}; : > ready; while :; do sleep 0.02; done"]
+
+
+def _cleaning_command(cwd: Path, cleanup: str = ":") -> asyncio.Task[object]:
+    return asyncio.create_task(
+        run_command(
+            _cleans_up_on_term(cleanup),
+            cwd=cwd,
+            env=MINIMAL_ENV,
+            preexec_fn=None,
+            timeout_ms=None,
+            max_output_bytes=100,
+        )
+    )
+
+
+async def test_a_cancelled_command_gets_term_and_the_call_ends_after_its_cleanup(tmp_path: Path) -> None:
+    running = _cleaning_command(tmp_path)
+    await until((tmp_path / "ready").exists, "the command to set its TERM handler")
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    # The call ended only once the command had run its TERM handler and exited.
+    assert (tmp_path / "cleaned").read_text() == "done\n"
+    assert not processes_in(tmp_path)
+
+
+async def test_a_second_cancel_does_not_cut_the_cleanup_short(tmp_path: Path) -> None:
+    running = _cleaning_command(tmp_path, cleanup=": > cleaning; sleep 0.3")
+    await until((tmp_path / "ready").exists, "the command to set its TERM handler")
+    running.cancel()
+    await until((tmp_path / "cleaning").exists, "the TERM handler to start its cleanup")
+    running.cancel()  # as at EOF, which cancels every handler still in flight
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    # The call still ended only once the tree was gone (after its cleanup, or its KILL on a slow machine).
+    assert not processes_in(tmp_path)
+
+
+async def test_a_cancelled_command_that_ignores_term_is_killed_after_the_grace(tmp_path: Path) -> None:
+    running = asyncio.create_task(
+        run_command(
+            [*STUBBORN_TREE],
+            cwd=tmp_path,
+            env=MINIMAL_ENV,
+            preexec_fn=None,
+            timeout_ms=None,
+            max_output_bytes=100,
+        )
+    )
+    await until(lambda: len(processes_in(tmp_path)) == 2, "the command and its child to start")
+    began = time.monotonic()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    elapsed = time.monotonic() - began
+    assert 0.9 <= elapsed < 5, f"the cancelled call ended after {elapsed:.2f} s; the grace is 1 s"
+    assert not processes_in(tmp_path)  # the tree was gone when the call ended

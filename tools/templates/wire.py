@@ -1,7 +1,8 @@
 """The one base class of every generated wire model, and the shapes of the method catalogs.
 
 Wire models validate by alias only (a Go-cased field is accepted only under its Go name), forbid
-unknown fields, and serialize by alias. `to_wire()` dumps exactly the fields that were set, so a
+unknown fields (a model of an open def, `additionalProperties: true`, keeps them as extensions), and
+serialize by alias. `to_wire()` dumps exactly the fields that were set, so a
 decoded message re-encodes to the same JSON and optional fields never appear as `null`.
 
 The spec's own keywords that JSON Schema cannot express (`keywords.SPEC_KEYWORDS`) are enforced here,

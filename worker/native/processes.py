@@ -373,8 +373,10 @@ async def run_command(
     stdin is /dev/null; stdout and stderr are combined and only their last `max_output_bytes` are kept.
     After `timeout_ms` the whole tree is killed (`timed_out`). Nothing of the command outlives the call:
     descendants get `_COMMAND_DRAIN_S` after the program exits to finish their output, then the rest of
-    its group is killed; on cancellation the tree is killed at once. A program that cannot be started
-    gives `start_error`, not an exception.
+    its group is killed. On cancellation the tree gets TERM, then KILL after `_SHORT_GRACE_S`, and the
+    CancelledError propagates only once the tree is gone, so that the request's terminal reply follows
+    the end of its command (a cancel at EOF that comes on top does not cut that wait short). A program
+    that cannot be started gives `start_error`, not an exception.
     """
     output = OutputBuffer(max_output_bytes)
     began = time.monotonic_ns()
@@ -399,6 +401,11 @@ async def run_command(
         await _end_group(pgid, pipes.exited, signal.SIGKILL, 0.0)
         tree_gone = True
         await asyncio.wait((pipes.drained,), timeout=_ORPHAN_PIPE_S)
+    except asyncio.CancelledError:
+        # The command may clean up on TERM, as a stopped process may: its handler drains meanwhile.
+        await _despite_cancellation(_end_group(pgid, pipes.exited, signal.SIGTERM, _SHORT_GRACE_S))
+        tree_gone = True
+        raise
     finally:
         if not tree_gone:
             _signal_tree(pgid, _escaped_descendants(pgid), signal.SIGKILL)
@@ -414,6 +421,19 @@ async def run_command(
         timed_out=timed_out,
         duration_ns=duration_ns,
     )
+
+
+async def _despite_cancellation(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even when the calling task is cancelled again meanwhile."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            await asyncio.shield(task)
+            return
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            # Another cancel of a task that is already ending: it ends once `work` has.
 
 
 class _Pipes(asyncio.SubprocessProtocol):

@@ -60,12 +60,12 @@ class SensitivePaths:
     """The sensitive-path guard of the dedicated file tools, in every permission mode.
 
     A path is checked in two forms, and is sensitive when either matches: the path as the tool named it
-    (made absolute, lexically normalized) and its symlink-resolved real path. So callers pass the path
-    as requested, joined to the root when relative (`root / path`), not only the result of
-    `paths.resolve`: a symlink named `.env` must be refused even when it points to an ordinary file. The
-    real path is computed here (lstat and readlink only); for a path that does not exist yet it is the
-    path with its existing symlinks resolved, so that a write through a dangling symlink is checked
-    against the file it would create.
+    (made absolute, lexically normalized) and the path the operation acts on. So callers pass the path
+    as requested, joined to the root when relative (`root / path`), and the result of `paths.resolve`
+    beside it: a symlink named `.env` must be refused even when it points to an ordinary file, and an
+    ordinary name must be refused when the write would land on `.env`, also through a dangling symlink
+    (or a chain of them) whose target does not exist yet, or through `..` after a symlink (`link/../x`
+    acts on the parent of the link's target, not on the root's `x`).
     """
 
     def __init__(self, rules: SensitivePathRules, *, home: Path, wuu_home: Path) -> None:
@@ -80,9 +80,11 @@ class SensitivePaths:
         rules = SensitivePathRules.model_validate_json(data.read_text("utf-8"), strict=True)
         return cls(rules, home=home, wuu_home=wuu_home)
 
-    def match(self, path: Path) -> SensitiveMatch:
-        """Match an absolute `path` (lexically, and through its real path) against every rule."""
-        forms = _forms(path)
+    def match(self, path: Path, acts_on: Path | None = None) -> SensitiveMatch:
+        """Match an absolute `path` against every rule: lexically, and as `acts_on`, the resolved path that
+        the operation acts on (`paths.resolve`); without it, as the real path of `path` (lstat and readlink
+        only; a dangling symlink gives its would-be target)."""
+        forms = _forms(path, acts_on)
         found = [rule for rule in self._rules if any(rule.matches(parts) for parts in forms)]
         return SensitiveMatch(
             sensitive=bool(found),
@@ -90,14 +92,18 @@ class SensitivePaths:
             rules=tuple(rule.id for rule in found),
         )
 
-    def check(self, path: Path, *, write: bool) -> None:
-        """Refuse a write to a sensitive `path`, or a read of a read-blocked one, with `sensitive_path`."""
-        found = self.match(path)
+    def check(self, path: Path, *, write: bool, acts_on: Path | None = None) -> None:
+        """Refuse a write to a sensitive `path`, or a read of a read-blocked one, with `sensitive_path`
+        (`path` and `acts_on` as for `match`)."""
+        found = self.match(path, acts_on)
         if found.read_blocked or (write and found.sensitive):
             operation = "writing" if write else "reading"
+            leads = (
+                f" (it leads to {os.fspath(acts_on)!r})" if acts_on is not None and acts_on != path else ""
+            )
             raise WorkerError(
                 ErrorCode.SENSITIVE_PATH,
-                f"{operation} {os.fspath(path)!r} is refused: sensitive path ({', '.join(found.rules)})",
+                f"{operation} {os.fspath(path)!r}{leads} is refused: sensitive path ({', '.join(found.rules)})",
             )
 
 
@@ -122,13 +128,15 @@ def default_wuu_home(environ: Mapping[str, str]) -> Path:
     return default_home(environ) / ".wuu"
 
 
-def _forms(path: Path) -> tuple[_Components, ...]:
-    """The components of `path` lexically normalized, and of its real path when that differs."""
+def _forms(path: Path, acts_on: Path | None = None) -> tuple[_Components, ...]:
+    """The components of `path` lexically normalized, and of `acts_on` (else of the real path of `path`)
+    when that differs."""
     text = os.fspath(path)
-    if not os.path.isabs(text):
-        raise ValueError(f"sensitive-path checks need an absolute path, not {text!r}")
-    lexical, real = _components(text), _components(os.path.realpath(text))
-    return (lexical,) if real == lexical else (lexical, real)
+    if not os.path.isabs(text) or (acts_on is not None and not acts_on.is_absolute()):
+        raise ValueError(f"sensitive-path checks need absolute paths, not {text!r} ({acts_on})")
+    lexical = _components(text)
+    target = _components(os.fspath(acts_on) if acts_on is not None else os.path.realpath(text))
+    return (lexical,) if target == lexical else (lexical, target)
 
 
 def _components(path: str) -> _Components:

@@ -197,7 +197,8 @@ class NativeWorker:
         """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
         resolved = resolve(self._root, path, confined=mode is not PermissionMode.UNCONFINED)
         requested = Path(path) if os.path.isabs(path) else self._root / path
-        self._sensitive.check(Path(os.path.normpath(requested)), write=write)
+        # Both the name asked and the path acted on: `notes -> .env` (dangling or not) writes `.env`.
+        self._sensitive.check(Path(os.path.normpath(requested)), write=write, acts_on=resolved)
         return resolved
 
     def _command_setup(

@@ -2,9 +2,9 @@
 //
 // Each validator takes (value, fieldPath) and returns the value (objects are rebuilt with their
 // known properties only) or throws a WorkerError `invalid_request` naming the dotted field path.
-// Types are checked strictly: "1" is not an integer and 1 is not a string. Integers follow JSON
-// Schema: any number without a fractional part; BigInt values come from json.mjs for literals
-// beyond 2^53.
+// Types are checked strictly: "1" is not an integer and 1 is not a string. An integer is a Number
+// without a fractional part or a BigInt (json.mjs makes one of every literal beyond 2^53); json.mjs
+// boxes every literal written with a fraction or an exponent (4.0, 1e3), so it is never an integer.
 
 export class WorkerError extends Error {
   constructor(code, message) {

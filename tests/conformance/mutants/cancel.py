@@ -78,6 +78,30 @@ class TwoTerminalReplies(ReplyRewriter):
         return [reply]
 
 
+@mutant(
+    "replies-before-draining",
+    "answers a cancelled request `cancelled` at once, while its handler is still draining",
+    "cancel.drained-before-reply",
+)
+class RepliesBeforeDraining(ReplyRewriter):
+    """When the worker answers a cancel `{cancelled: true}`, the request it names gets its terminal reply
+    `cancelled` at once, and the worker's own one, sent once its handler has drained, is dropped: exactly one
+    terminal reply, but before the drain (a cancelled exec_command's command still ends after it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._answered_early: set[str] = set()
+
+    def rewrite(self, reply: Frame, method: str, data: Frame) -> list[Frame]:
+        if method == "cancel" and reply.get("data") == {"cancelled": True}:
+            self._answered_early.add(data["id"])
+            return [reply, {"id": data["id"], "error": ErrorCode.CANCELLED.value}]
+        if reply["id"] in self._answered_early:
+            self._answered_early.discard(reply["id"])
+            return []
+        return [reply]
+
+
 def _always_cancelled(result: Frame, request: Frame) -> None:
     result["cancelled"] = True
 

@@ -26,6 +26,7 @@ from wuu.worker import ExecutionBackendV4, Handler, RequestContext, WorkerError
 from wuu.worker.native import files
 from wuu.worker.native.environment import command_environment
 from wuu.worker.native.paths import resolve
+from wuu.worker.native.sensitive import SensitivePaths, default_home, default_wuu_home
 from wuu.worker.native.worker import NativeWorker
 
 from . import mutant
@@ -193,6 +194,40 @@ def sensitive_writable_unconfined(worker: NativeWorker, backend: ExecutionBacken
                     return files.write_file(path, arguments)
                 return files.edit_file(path, arguments)
             return await execute(request, context)
+
+        return handler
+
+    return override(backend, "execute", make)
+
+
+@mutant(
+    "sensitive-misses-dangling-links",
+    "checks a write's target against the guard only when it exists, missing `notes -> .env` with no .env yet",
+    "sensitive.through-links",
+)
+def sensitive_misses_dangling_links(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """write_file and edit_file (outside read_only, which refuses them first) check the guard against the path as
+    named and, only when it exists, its real path; the path they then write is resolved as the worker resolves
+    it. So a symlink to a sensitive file that does not exist yet, or `link/../name` that lands in .aws, is
+    written through."""
+    guard = SensitivePaths.load(home=default_home(os.environ), wuu_home=default_wuu_home(os.environ))
+
+    def make(execute: Handler) -> Handler:
+        async def handler(request: ExecutionToolRequestV4, context: RequestContext) -> WireModel:
+            arguments = tool_arguments(request)
+            mode = request.permission_mode
+            if mode is PermissionMode.READ_ONLY or not isinstance(
+                arguments, WriteFileArguments | EditFileArguments
+            ):
+                return await execute(request, context)
+            root = Path(context.binding.root)
+            path = resolve(root, arguments.path, confined=mode is not UNCONFINED)
+            named = Path(os.path.normpath(root / arguments.path))
+            real = Path(os.path.realpath(named, strict=True)) if named.exists() else named
+            guard.check(named, write=True, acts_on=real)
+            if isinstance(arguments, WriteFileArguments):
+                return files.write_file(path, arguments)
+            return files.edit_file(path, arguments)
 
         return handler
 
