@@ -676,7 +676,7 @@ An error as carried on the wire: `code` or `code: human message`, on one line. T
 
 class ExecCommandArguments(WireModel):
     """
-    Arguments of `exec_command`: run a command to completion. The output is the command's stdout and stderr combined, decoded as UTF-8 with invalid sequences replaced.
+    Arguments of `exec_command`: run a command to completion. The output is the command's stdout and stderr combined, decoded as UTF-8 with invalid sequences replaced. A cancelled `exec_command` ends the command's whole process tree before its terminal reply (a worker may send TERM and wait a short grace before KILL), so nothing the command does happens after that reply.
     """
 
     model_config = ConfigDict(
