@@ -8,7 +8,7 @@ TYPECHECK := .typecheck
 # The runtime packages that exist so far (each folder is the package wuu.<folder>).
 PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
 
-.PHONY: all venv generate check-generated lint breaking typecheck test conformance bench docker-image clean
+.PHONY: all venv generate check-generated lint breaking typecheck test chaos conformance bench docker-image clean
 
 all: test
 
@@ -52,6 +52,11 @@ typecheck: $(READY)
 ## test: everything CI checks (drift, lint, types, tests)
 test: check-generated lint
 	$(PY) -m pytest -q -n 2
+
+## chaos: schemathesis against a live HTTP user host with many examples per operation
+## (WUU_SCHEMATHESIS_EXAMPLES, 1000 unless set; `make test` runs 10)
+chaos: $(READY)
+	WUU_SCHEMATHESIS_EXAMPLES=$${WUU_SCHEMATHESIS_EXAMPLES:-1000} $(PY) -m pytest -q -n 2 tests/host/userhost/test_http_schemathesis.py
 
 ## conformance: both suites against the reference implementations: the worker suite against the native
 ## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)

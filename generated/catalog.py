@@ -63,6 +63,7 @@ from .models import (
     RunCodeParams,
     ToolInvokeParams,
     ToolResult,
+    UserHostErrorCode,
     UserHostInitializeParams,
     UserHostInitializeResult,
     UserHostShutdownParams,
@@ -543,3 +544,32 @@ WORKER_TOOLS: Final[Mapping[str, ToolSpec]] = {
     ),
 }
 """The core workspace tools of `execute`, by name."""
+
+USER_HOST_ERROR_CODE_HTTP_STATUS: Final[Mapping[UserHostErrorCode, int]] = {
+    UserHostErrorCode.PARSE_ERROR: 400,
+    UserHostErrorCode.INVALID_REQUEST: 400,
+    UserHostErrorCode.UNSUPPORTED_METHOD: 404,
+    UserHostErrorCode.INVALID_PARAMS: 400,
+    UserHostErrorCode.INTERNAL: 500,
+    UserHostErrorCode.NOT_INITIALIZED: 409,
+    UserHostErrorCode.ALREADY_INITIALIZED: 409,
+    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION: 400,
+    UserHostErrorCode.TOO_MANY_CLIENTS: 429,
+    UserHostErrorCode.USER_HOST_BINDING_REQUIRED: 500,
+    UserHostErrorCode.USER_HOST_ISOLATION_REQUIRED: 500,
+    UserHostErrorCode.UNKNOWN_ISOLATION_MODE: 500,
+    UserHostErrorCode.PERSONAL_REVIEW_LEGACY_MIGRATION_REQUIRED: 503,
+    UserHostErrorCode.GRAPH_GENERATION_CHANGED: 409,
+    UserHostErrorCode.PLUGIN_NOT_FOUND: 404,
+    UserHostErrorCode.PLUGIN_FINGERPRINT_MISMATCH: 409,
+    UserHostErrorCode.PERMISSION_DENIED: 403,
+    UserHostErrorCode.NOT_FOUND: 404,
+    UserHostErrorCode.STALE_REVISION: 409,
+    UserHostErrorCode.REQUEST_ID_CONFLICT: 409,
+    UserHostErrorCode.NOT_REACTION_TARGET: 409,
+    UserHostErrorCode.MAIN_SESSION_MISSING: 404,
+    UserHostErrorCode.QUESTION_ALREADY_DECIDED: 409,
+    UserHostErrorCode.INPUT_RECEIPTS_UNAVAILABLE: 503,
+    UserHostErrorCode.CANCELLED: 409,
+}
+"""The HTTP status of each `UserHostErrorCode` on the HTTP binding (its `x-http-status`)."""

@@ -2534,7 +2534,7 @@ class UserHostClientInfo(WireModel):
 
 class UserHostErrorCode(StrEnum):
     """
-    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call.
+    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call. `x-http-status` gives the HTTP status of each code on the HTTP binding (http.schema.json).
     """
 
     PARSE_ERROR = "parse_error"
@@ -4681,6 +4681,20 @@ ExecutionProfile = TypeAliasType(
 """
 One execution environment, selected by `backend`; each backend has its own closed set of fields, and a field of another backend is an unknown field. Rules common to every backend: (1) Every environment runs a worker that speaks the v4 execution-worker protocol; the host and the worker MUST be the same Wuu revision, and a protocol mismatch stops execution. (2) The host MUST apply every resource and network setting the profile gives (`cpus`, `memory_mb`, `network`, `mount_read_only`); a backend or host that cannot apply one fails startup with an error naming the field and MUST NOT run without it. (3) Container and VM isolation is separate from the conversation's permission mode: the worker still enforces the mode inside the environment. (4) Cloud credentials (Modal, Daytona, Vercel) come from the provider's normal SDK or CLI login; the host transport uses them to provision the environment and MUST NOT forward them to workspace commands unless they are named in `forward_env`. (5) A transport disconnect never replays the interrupted tool call: its outcome is reported as unknown, and a later call can reconnect to the saved worker. Background process controls address the environment's own process registry, never a host PID. (6) Omitted or zero `shutdown_timeout_ms` and `lifetime_seconds` resolve to the backend's defaults. `x-backend-defaults` lists, per backend, every field of that branch that has a single default, with the value used when the field is omitted (or zero, for `shutdown_timeout_ms` and `lifetime_seconds`); it equals the `default` keywords of the branch's properties.
 """
+
+
+class HttpErrorResponse(WireModel):
+    """
+    The body of every HTTP error response but 401's (which is empty). Its status is the one `x-http-status` of `UserHostErrorCode` gives `error.data.code`, or 413 for a body over max_frame_bytes (code `parse_error`) and 405 for an HTTP method the path does not serve (code `unsupported_method`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    error: JsonRpcError
+    """
+    What went wrong, as in a JSON-RPC error response; clients compare `data.code` only.
+    """
 
 
 class JsonRpcErrorResponse(WireModel):

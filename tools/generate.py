@@ -10,7 +10,8 @@ Writes, from scratch every time:
   validators of every def), protojson.py: copies of tools/templates/, wire.py with its schema-checked
   models filled in;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
-- catalog.py: the method catalogs and protocol constants as typed tables;
+- openapi/userhost.openapi.json: the user host's HTTP binding as an OpenAPI 3.1 document (tools/openapi.py);
+- catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables;
 - clients.py: one typed client method per request method of each protocol;
 - pb/: protobuf and grpc.aio stubs (grpcio-tools); betterproto/: betterproto2 dataclasses.
 
@@ -34,9 +35,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools import speclint
+from tools import openapi, speclint
 from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs
-from tools.templates.keywords import MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS
+from tools.templates.keywords import HTTP_STATUS, MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PROTO_DIR = SPEC / "proto"
@@ -220,8 +221,8 @@ def python_name(method: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
 
 
-def generate_catalog(out: Path) -> None:
-    """catalog.py: the method catalogs and protocol constants as typed tables."""
+def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
+    """catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables."""
     defs_used: set[str] = set()
     body: list[str] = []
     for protocol, catalog in catalogs().items():
@@ -258,6 +259,17 @@ def generate_catalog(out: Path) -> None:
                 )
             body.append("}\n")
             body.append('"""The core workspace tools of `execute`, by name."""\n')
+    for name, schema in spec_bundle["$defs"].items():
+        if HTTP_STATUS not in schema:
+            continue
+        defs_used.add(name)
+        table = "".join(
+            f"    {name}.{python_name(code).upper()}: {status},\n"
+            for code, status in schema[HTTP_STATUS].items()
+        )
+        constant = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
+        body.append(f"\n{constant}_HTTP_STATUS: Final[Mapping[{name}, int]] = {{\n{table}}}\n")
+        body.append(f'"""The HTTP status of each `{name}` on the HTTP binding (its `{HTTP_STATUS}`)."""\n')
     imports = "".join(f"    {name},\n" for name in sorted(defs_used))
     text = (
         header("spec/methods/")
@@ -369,6 +381,7 @@ def generate(out: Path) -> None:
     out.mkdir(parents=True)
     spec_bundle = bundle()
     write(out / "schema" / "bundle.json", dump_json(spec_bundle))
+    write(out / "openapi" / "userhost.openapi.json", dump_json(openapi.document()))
     for folder in ("methods", "data"):
         for path in sorted((SPEC / folder).glob("*.json")):
             write(out / "schema" / folder / path.name, path.read_text("utf-8"))
@@ -387,7 +400,7 @@ def generate(out: Path) -> None:
     write(out / "wire.py", header("tools/templates/wire.py and spec/schema") + wire)
     generate_models(out, spec_bundle)
     areas = generate_area_modules(out)
-    generate_catalog(out)
+    generate_catalog(out, spec_bundle)
     generate_clients(out)
     generate_protos(out)
     area_list = ", ".join(f"`{area}`" for area in areas)

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
-from tools.templates.keywords import GENERATOR_KEYWORDS, SPEC_KEYWORDS
+from tools.templates.keywords import GENERATOR_KEYWORDS, HTTP_STATUS, SPEC_KEYWORDS
 from tools.templates.validators import compile_validator, error_locations
 
 ROOT_KEYS = {"$schema", "$id", "title", "description", "$defs"}
@@ -62,7 +62,18 @@ def lint_def(where: str, name: str, schema: dict[str, Any]) -> Iterator[str]:
         for branch in schema["oneOf"]:
             if set(branch) != {"$ref"}:
                 yield f"{where}: each oneOf branch is a bare $ref to a named def"
+    if HTTP_STATUS in schema:
+        yield from lint_http_status(where, schema)
     yield from lint_node(where, schema, top=True)
+
+
+def lint_http_status(where: str, schema: dict[str, Any]) -> Iterator[str]:
+    """The problems of an enum's `x-http-status`: one status, 400 to 599, for each of its values."""
+    statuses = schema[HTTP_STATUS]
+    if "enum" not in schema or not isinstance(statuses, dict) or set(statuses) != set(schema["enum"]):
+        yield f"{where}: {HTTP_STATUS} stands on an enum and maps each of its values, and only those, to a status"
+    elif not all(type(status) is int and 400 <= status <= 599 for status in statuses.values()):
+        yield f"{where}: each {HTTP_STATUS} status is an integer from 400 to 599"
 
 
 def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[str]:
@@ -100,6 +111,8 @@ def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[s
     for keyword in SPEC_KEYWORDS:
         if keyword in node and not top and where.count("/properties/") != 1:
             yield f"{where}: {keyword} belongs on a def or directly on a property"
+    if HTTP_STATUS in node and not top:
+        yield f"{where}: {HTTP_STATUS} belongs on an enum def"
     for keyword in GENERATOR_KEYWORDS:
         # The validators do not know these keywords: written in spec/, only the models would check them.
         if keyword in node:

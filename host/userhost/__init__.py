@@ -1,17 +1,20 @@
 """The user host (`wuu.host.userhost`): one execution authority bound to a user space and product domain,
-served to clients over NDJSON (stdio, a Unix socket) and gRPC by the user-host RPC of spec/schema/userhost/.
+served to clients over NDJSON (stdio, a Unix socket), gRPC and authenticated HTTP by the user-host RPC of
+spec/schema/userhost/.
 
-The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_stdio`, `UnixServer.start`
-and `GrpcServer.start` attach transports; plugins (`Plugin`) serve the catalog's plugin methods. The clients
-are in `wuu.host.userhost.client`.
+The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_stdio`, `UnixServer.start`,
+`GrpcServer.start` and `HttpServer.start` (with the space's `TokenStore`) attach transports; plugins
+(`Plugin`) serve the catalog's plugin methods. The clients are in `wuu.host.userhost.client`.
 """
 
 from .authority import StorageLayout, UserHost
 from .errors import UserHostError, UserHostStartError
 from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .http import HttpAddress, HttpAddressError, HttpServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices
 from .stdio import serve_stdio
+from .tokens import TokenError, TokenStore
 from .unix import SocketInUse, UnixServer
 
 __all__ = [
@@ -20,10 +23,15 @@ __all__ = [
     "GrpcAddressError",
     "GrpcServer",
     "HostServices",
+    "HttpAddress",
+    "HttpAddressError",
+    "HttpServer",
     "Plugin",
     "PluginCall",
     "SocketInUse",
     "StorageLayout",
+    "TokenError",
+    "TokenStore",
     "UnixServer",
     "UserHost",
     "UserHostError",

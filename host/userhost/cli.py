@@ -4,9 +4,10 @@
 
 The host serves the user-host RPC (spec/schema/userhost/) on the transports given: `--stdio` (one client on
 this process's stdin and stdout), `--listen unix:PATH` (up to 16 clients on a Unix socket in a private
-directory) and `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`. It runs until SIGTERM or SIGINT; with `--stdio`
-as its only transport, it ends once that client has gone and the work it admitted has finished. Logs are
-JSON lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
+directory), `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`, and `--http 127.0.0.1:PORT` (HTTP clients
+holding a token of `wuu-userhost token create`). It runs until SIGTERM or SIGINT; with `--stdio` as its
+only transport, it ends once that client has gone and the work it admitted has finished. Logs are JSON
+lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
 or the startup error code).
 """
 
@@ -19,6 +20,7 @@ import json
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,8 +31,10 @@ from wuu.generated.models import UserHostIsolationMode
 from .authority import Composer, UserHost
 from .errors import UserHostStartError
 from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .http import HttpAddress, HttpAddressError, HttpServer
 from .personal import StoreError, StoreVersionError, personal
 from .stdio import serve_stdio
+from .tokens import TokenError, TokenStore, write_secret
 from .unix import SocketInUse, UnixServer
 
 log = logging.getLogger("wuu.host.userhost")
@@ -95,7 +99,44 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin and stdout")
     serve.add_argument("--listen", metavar="unix:PATH", help="serve clients on a Unix socket")
     serve.add_argument("--grpc", metavar="ADDRESS", help="serve gRPC on unix:PATH or 127.0.0.1:PORT")
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve HTTP clients holding a token (`token create`) on HOST:PORT, a loopback address unless "
+        "--http-remote is given; port 0 picks a free port (logged)",
+    )
+    serve.add_argument(
+        "--http-remote",
+        action="store_true",
+        help="allow --http on an address other machines can reach (needs --tls-cert and --tls-key)",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", help="the PEM certificate chain of the HTTP server")
+    serve.add_argument("--tls-key", metavar="FILE", help="the PEM private key of --tls-cert")
+    _token_commands(commands)
     return top
+
+
+def _token_commands(commands: Any) -> None:
+    token = commands.add_parser(
+        "token",
+        help="manage the bearer tokens of HTTP clients",
+        description="Create, revoke and list the tokens HTTP clients present (only their digests are stored, "
+        "in the space's state/http-tokens.json, mode 0600).",
+    )
+    actions = token.add_subparsers(dest="token_action", required=True)
+    for name, text in (
+        ("create", "create a token and print it once"),
+        ("revoke", "revoke a token: its client is refused from its next request"),
+        ("list", "list the tokens' names"),
+    ):
+        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if name != "list":
+            action.add_argument("--name", required=True, metavar="NAME", help="the paired client's name")
+        action.add_argument("--home", metavar="DIR", help="the host's home (default: $WUU_HOME, else ~/.wuu)")
+        action.add_argument("--user-space", required=True, metavar="ID", help="the user space of the token")
+        action.add_argument("--product-domain", required=True, metavar="DOMAIN", help="its product domain")
+        if name == "create":
+            action.add_argument("--out", metavar="FILE", help="also write the token to FILE, created 0600")
 
 
 def _home(given: str | None) -> Path:
@@ -116,15 +157,53 @@ def _unix_path(flag: str, value: str) -> Path:
     return path
 
 
+def _http_address(args: argparse.Namespace) -> HttpAddress | None:
+    """The `--http` address, checked with its flags: a reachable one only with --http-remote and TLS."""
+    if args.http is None:
+        for flag in ("http_remote", "tls_cert", "tls_key"):
+            if getattr(args, flag):
+                raise UsageError(f"--{flag.replace('_', '-')}: only with --http")
+        return None
+    try:
+        address = HttpAddress.parse(args.http)
+    except HttpAddressError as error:
+        raise UsageError(f"--http: {error}") from None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise UsageError("--tls-cert and --tls-key: give both or neither")
+    if not address.loopback:
+        if not args.http_remote:
+            raise UsageError(
+                f"--http: {address.host} is not a loopback address; give --http-remote to serve it"
+            )
+        if args.tls_cert is None:
+            raise UsageError("--http-remote: needs --tls-cert FILE and --tls-key FILE")
+    return address
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if args.tls_cert is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as error:
+        raise UsageError(f"--tls-cert/--tls-key: {error}") from None
+    return context
+
+
 async def serve(args: argparse.Namespace) -> int:
     """Start the host and its transports, and serve until told to stop."""
-    if not (args.stdio or args.listen or args.grpc):
-        raise UsageError("give at least one transport: --stdio, --listen unix:PATH or --grpc ADDRESS")
+    if not (args.stdio or args.listen or args.grpc or args.http):
+        raise UsageError(
+            "give at least one transport: --stdio, --listen unix:PATH, --grpc ADDRESS or --http HOST:PORT"
+        )
     listen = _unix_path("--listen", args.listen) if args.listen else None
     try:
         grpc_address = GrpcAddress.parse(args.grpc) if args.grpc else None
     except GrpcAddressError as error:
         raise UsageError(f"--grpc: {error}") from None
+    http_address = _http_address(args)
+    tls = _tls(args)
     home = _home(args.home)
     modules: list[Composer] = []
     if args.composition_profile is not None:
@@ -147,7 +226,7 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
-    servers: list[UnixServer | GrpcServer] = []
+    servers: list[UnixServer | GrpcServer | HttpServer] = []
     try:
         if listen is not None:
             try:
@@ -159,6 +238,12 @@ async def serve(args: argparse.Namespace) -> int:
                 servers.append(await GrpcServer.start(host, grpc_address))
             except (SocketInUse, OSError) as error:
                 raise UsageError(f"--grpc: {error}") from None
+        if http_address is not None:
+            tokens = TokenStore.of_space(home, args.user_space, args.product_domain)
+            try:
+                servers.append(await HttpServer.start(host, http_address, tokens, ssl_context=tls))
+            except OSError as error:
+                raise UsageError(f"--http: {error}") from None
         waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if args.stdio:
             waits.append(asyncio.create_task(_stdio_then_idle(host, alone=not servers)))
@@ -183,11 +268,41 @@ async def _stdio_then_idle(host: UserHost, *, alone: bool) -> None:
     await host.wait_idle()
 
 
+def token(args: argparse.Namespace) -> int:
+    """`token create|revoke|list`: edit the space's token file."""
+    store = TokenStore.of_space(_home(args.home), args.user_space, args.product_domain)
+    if args.token_action == "create":
+        secret = store.create(args.name)
+        if args.out is not None:
+            try:
+                write_secret(Path(args.out), secret)
+            except OSError as error:
+                store.revoke(args.name)  # a token nobody received is no token
+                raise UsageError(f"--out: {error}") from None
+        print(secret)
+    elif args.token_action == "revoke":
+        store.revoke(args.name)
+    else:
+        for entry in store.entries():
+            print(entry.name)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.action == "token":
+        try:
+            return token(args)
+        except (UsageError, TokenError) as error:
+            print(f"wuu-userhost: {error}", file=sys.stderr)
+            return 2
+    # The JSON-lines handler lives as long as this call, so a caller (a test) is left the logging it had.
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
     try:
         return asyncio.run(serve(args))
     except UsageError as error:
@@ -199,6 +314,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         print(f"wuu-userhost: {error}", file=sys.stderr)
         return 1
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def entry() -> None:

@@ -27,6 +27,11 @@ unchecked, renamed; and an optional field that is never null. spec/ never writes
 MODEL_KEYWORDS = SPEC_KEYWORDS + GENERATOR_KEYWORDS
 """Every keyword the wire models carry as field extras and enforce."""
 
+HTTP_STATUS = "x-http-status"
+"""The HTTP status of each value of an error-code enum on the HTTP binding (userhost/http.schema.json): an
+object from every enum value to its status, 400 to 599. It describes a binding, not a value, so models and
+validators leave it alone; the OpenAPI generator reads it."""
+
 
 def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
     """Check `value` against one of SPEC_KEYWORDS with its schema `argument`; return what is wrong, or None.

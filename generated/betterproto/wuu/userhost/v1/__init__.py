@@ -24,6 +24,7 @@ __all__ = (
     "HistoryRole",
     "HostSessionAttachmentReadParams",
     "HostSessionAttachmentReadResult",
+    "HttpErrorResponse",
     "JsonRpcError",
     "JsonRpcErrorResponse",
     "JsonRpcMessage",
@@ -1058,6 +1059,22 @@ class HostSessionAttachmentReadResult(betterproto2.Message):
 default_message_pool.register_message(
     "wuu.userhost.v1", "HostSessionAttachmentReadResult", HostSessionAttachmentReadResult
 )
+
+
+@dataclass(eq=False, repr=False)
+class HttpErrorResponse(betterproto2.Message):
+    """
+    The body of every HTTP error response but 401's (which is empty): spec/schema/userhost/http.schema.json.
+    The gRPC service never sends it; its errors carry the JsonRpcError in the call's status details.
+    """
+
+    error: "JsonRpcError | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    What went wrong, as in a JSON-RPC error response; clients compare `data.code` only.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "HttpErrorResponse", HttpErrorResponse)
 
 
 @dataclass(eq=False, repr=False)

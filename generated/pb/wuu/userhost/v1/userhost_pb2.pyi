@@ -180,6 +180,12 @@ class JsonRpcMessage(_message.Message):
     json_rpc_error_response: JsonRpcErrorResponse
     def __init__(self, json_rpc_request: _Optional[_Union[JsonRpcRequest, _Mapping]] = ..., json_rpc_notification: _Optional[_Union[JsonRpcNotification, _Mapping]] = ..., json_rpc_success_response: _Optional[_Union[JsonRpcSuccessResponse, _Mapping]] = ..., json_rpc_error_response: _Optional[_Union[JsonRpcErrorResponse, _Mapping]] = ...) -> None: ...
 
+class HttpErrorResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: JsonRpcError
+    def __init__(self, error: _Optional[_Union[JsonRpcError, _Mapping]] = ...) -> None: ...
+
 class JsonRpcError(_message.Message):
     __slots__ = ("code", "message", "data")
     CODE_FIELD_NUMBER: _ClassVar[int]

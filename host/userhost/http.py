@@ -1,0 +1,469 @@
+"""The user-host RPC over authenticated HTTP (spec/schema/userhost/http.schema.json), served with aiohttp.
+
+Every request carries `Authorization: Bearer <token>`, checked against the space's token file
+(`tokens.TokenStore`) before anything else: without a valid token the answer is 401 with an empty body,
+whatever the path. Each token is one client transport of the host: its `ClientSession` (the same dispatcher
+as the socket and gRPC transports) is attached and implicitly initialized at its first authenticated
+request, and counts toward the host's 16 client transports. `POST /v1/rpc/<method>` serves the host's
+request methods, `POST /v1/plugins/<plugin>/<method>` a plugin's client methods (as `plugin/client/request`),
+and `GET /v1/events` the client's notifications as Server-Sent Events. Errors are `{"error": JsonRpcError}`
+with the status of their code (`HTTP_STATUS`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import re
+import ssl
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from wuu.generated.catalog import (
+    USER_HOST_ERROR_CODE_HTTP_STATUS,
+    USERHOST_MAX_FRAME_BYTES,
+    USERHOST_METHODS,
+    USERHOST_PROTOCOL_VERSION,
+)
+from wuu.generated.models import UserHostErrorCode, UserHostInitializeParams
+
+from .authority import UserHost
+from .envelope import MAX_ID_CHARS
+from .errors import UserHostError
+from .session import ClientSession, parse_params
+from .tokens import TokenEntry, TokenError, TokenStore
+
+log = logging.getLogger("wuu.host.userhost")
+
+HTTP_STATUS = USER_HOST_ERROR_CODE_HTTP_STATUS
+"""The HTTP status of each error code (the spec's `x-http-status`); 401 and 413 are the binding's own."""
+METHOD_NOT_ALLOWED = 405
+"""A known path asked with another HTTP method: the error body's code is `unsupported_method`."""
+PAYLOAD_TOO_LARGE = 413
+"""A body over `max_frame_bytes`: the error body's code is `parse_error`."""
+
+SERVER_NAME = "wuu-userhost"
+BASE = "/v1"
+REQUEST_ID_HEADER = "Wuu-Request-Id"
+KEEPALIVE_SECONDS = 15.0
+REFRESH_SECONDS = 1.0
+"""How often the token file is checked for revocations between requests (it also is on every request)."""
+DEFAULT_MAX_QUEUED_EVENTS = 256
+"""The bound of a client's queue of notifications not yet written to its event stream."""
+READ_CHUNK = 64 * 1024
+LINGER_SECONDS = 1.0
+_BEARER = re.compile(r"Bearer ([A-Za-z0-9._~+/=-]+)")
+RPC_METHODS = frozenset(
+    method
+    for method, spec in USERHOST_METHODS.items()
+    if spec.kind == "request" and spec.direction == "client_to_host"
+)
+"""The methods of `POST /v1/rpc/<method>`."""
+PLUGIN_BODY_KEYS = frozenset({"params", "user_input", "plugin_fingerprint"})
+
+
+class HttpAddressError(ValueError):
+    """An `--http` address that is not HOST:PORT."""
+
+
+@dataclass(frozen=True)
+class HttpAddress:
+    """Where the HTTP server listens: an IP address (or `localhost`) and a port (0 picks one)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> HttpAddress:
+        """`127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`."""
+        host, colon, port = text.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not colon or not host or not port.isdigit() or int(port) > 65535:
+            raise HttpAddressError(f"{text!r} is not HOST:PORT")
+        if host != "localhost":
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                raise HttpAddressError(f"{host!r} is not an IP address or localhost") from None
+        return cls(host, int(port))
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the address."""
+        return self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
+
+
+def _error_response(error: UserHostError) -> web.Response:
+    if isinstance(error, _BindingError):
+        status, headers = error.status, error.headers
+    else:
+        status, headers = HTTP_STATUS[error.code], {}
+    response = web.Response(
+        status=status,
+        headers=headers,
+        body=orjson.dumps({"error": error.to_wire()}),
+        content_type="application/json",
+    )
+    if status == PAYLOAD_TOO_LARGE:
+        response.force_close()  # the rest of the body is never read: the connection ends with the answer
+    return response
+
+
+def _unauthorized() -> web.Response:
+    return web.Response(status=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+class _EventStream:
+    """One open `GET /v1/events` response and its bounded queue of events."""
+
+    def __init__(self, request: web.Request, max_queued: int) -> None:
+        self._request = request
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(max_queued + 1)  # + the end marker
+        self._max_queued = max_queued
+
+    def put(self, data: bytes) -> None:
+        """Queue one event; a stream whose reader lets the queue fill is cut (its client reconnects)."""
+        if self._queue.qsize() >= self._max_queued:
+            log.warning("cut an event stream whose reader is too slow", extra={"transport": "http"})
+            self.cut()
+            return
+        self._queue.put_nowait(data)
+
+    def end(self) -> None:
+        """End the stream once what is queued is written."""
+        with contextlib.suppress(asyncio.QueueFull):
+            self._queue.put_nowait(None)
+
+    def cut(self) -> None:
+        """Drop the connection at once, unwritten events and all."""
+        if self._request.transport is not None:
+            self._request.transport.abort()
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)
+
+    async def pump(self, response: web.StreamResponse) -> None:
+        """Write queued events, and a keepalive comment when there is nothing to write for a while."""
+        while True:
+            try:
+                data = await asyncio.wait_for(self._queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                data = b": keepalive\n\n"
+            if data is None:
+                return
+            await response.write(data)
+
+
+class _HttpClient:
+    """One token's client transport: its session while attached, and its event stream."""
+
+    def __init__(self, server: HttpServer, entry: TokenEntry) -> None:
+        self._server = server
+        self.entry = entry
+        self.session: ClientSession | None = None
+        self.initialized: dict[str, Any] = {}
+        self.stream: _EventStream | None = None
+
+    def attach(self) -> ClientSession:
+        """The client's session, attached and initialized now if it is not; `too_many_clients` when full."""
+        if self.session is None:
+            session = self._server.host.attach("http", self._send, self._closed)
+            # The path's `v1` is the protocol version; the client is known by its token's name.
+            handshake = {
+                "protocol_version": USERHOST_PROTOCOL_VERSION,
+                "client_info": {"name": self.entry.name, "version": "http"},
+            }
+            initialized = session.submit(uuid.uuid4().hex, "initialize", handshake)
+            self.session, self.initialized = session, initialized.result()
+        return self.session
+
+    def _send(self, message: dict[str, Any]) -> None:
+        if self.stream is not None:
+            event = f"event: {message['method']}\ndata: ".encode()
+            self.stream.put(event + orjson.dumps(message["params"]) + b"\n\n")
+
+    def _closed(self) -> None:
+        """The session has detached (`shutdown`, a revoked token, the host closing)."""
+        self.session = None
+        if self.stream is not None:
+            self.stream.end()
+            self.stream = None
+
+
+class HttpServer:
+    """Serves a user host's HTTP clients. Start it with `HttpServer.start`."""
+
+    def __init__(
+        self,
+        host: UserHost,
+        tokens: TokenStore,
+        *,
+        max_body_bytes: int,
+        max_queued_events: int,
+    ) -> None:
+        self.host = host
+        self.tokens = tokens
+        self._max_body_bytes = max_body_bytes
+        self._max_queued_events = max_queued_events
+        self._clients: dict[str, _HttpClient] = {}
+        self._runner: web.AppRunner | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self.address = ""
+        """HOST:PORT where the server listens (the port picked when 0 was asked)."""
+
+    @classmethod
+    async def start(
+        cls,
+        host: UserHost,
+        address: HttpAddress,
+        tokens: TokenStore,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        max_body_bytes: int = USERHOST_MAX_FRAME_BYTES,
+        max_queued_events: int = DEFAULT_MAX_QUEUED_EVENTS,
+    ) -> HttpServer:
+        """Listen on `address` (OSError when it cannot); bodies over `max_body_bytes` are refused."""
+        server = cls(host, tokens, max_body_bytes=max_body_bytes, max_queued_events=max_queued_events)
+        await server._listen(address, ssl_context)
+        return server
+
+    async def _listen(self, address: HttpAddress, ssl_context: ssl.SSLContext | None) -> None:
+        self.tokens.refresh()
+        app = web.Application()
+        app.router.add_route("*", "/{path:.*}", self._handle, expect_handler=self._expect)
+        app.on_response_prepare.append(_server_header)
+        # No access log (it would hold what clients send). The rest of a refused body is discarded, unheld, for
+        # at most LINGER_SECONDS before the connection closes: closing on unread bytes would reset it, and the
+        # client could lose the answer.
+        self._runner = web.AppRunner(
+            app, access_log=None, lingering_time=LINGER_SECONDS, handle_signals=False
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, address.host, address.port, ssl_context=ssl_context)
+        await site.start()
+        bound = self._runner.addresses[0]
+        host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        self.address = f"{host}:{bound[1]}"
+        self._refresher = asyncio.create_task(self._refresh_every_second())
+        log.info("listening", extra={"transport": "http", "address": self.address})
+
+    @property
+    def streams(self) -> int:
+        """How many event streams are open."""
+        return sum(client.stream is not None for client in self._clients.values())
+
+    async def close(self) -> None:
+        """Stop serving: detach every HTTP client (their streams end) and close the listener."""
+        if self._refresher is not None:
+            self._refresher.cancel()
+            await asyncio.gather(self._refresher, return_exceptions=True)
+        for client in list(self._clients.values()):
+            if client.session is not None:
+                client.session.detach()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- tokens ----------------------------------------------------------------------------------
+
+    async def _refresh_every_second(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_SECONDS)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """Reread the token file if it changed; a revoked token's client is detached, its stream closed."""
+        try:
+            if not self.tokens.refresh():
+                return
+        except TokenError as error:
+            log.error(
+                "the token file cannot be read: every HTTP client is refused", extra={"error": str(error)}
+            )
+        for digest, client in list(self._clients.items()):
+            if not self.tokens.holds(digest):
+                del self._clients[digest]
+                log.info("token revoked", extra={"transport": "http", "client": client.entry.name})
+                if client.session is not None:
+                    client.session.detach()
+
+    def _authenticate(self, request: web.Request) -> _HttpClient | None:
+        self._refresh()
+        found = _BEARER.fullmatch(request.headers.get("Authorization", ""))
+        entry = self.tokens.authenticate(found.group(1)) if found else None
+        if entry is None:
+            return None
+        client = self._clients.get(entry.sha256)
+        if client is None:
+            client = self._clients[entry.sha256] = _HttpClient(self, entry)
+        return client
+
+    # --- requests --------------------------------------------------------------------------------
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """`Expect: 100-continue`: a request that will be refused gets its answer at once, so that its body is
+        never sent; any other is told to go on."""
+        if self._authenticate(request) is None:
+            return _unauthorized()
+        if request.content_length is not None and request.content_length > self._max_body_bytes:
+            return _error_response(
+                _too_large(f"the body of {request.content_length} bytes is over the limit")
+            )
+        if request.version != aiohttp.HttpVersion11 or request.headers["Expect"].lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Expect: {request.headers['Expect']} is not supported")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's size counts from its own start
+        return None
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        client = self._authenticate(request)
+        if client is None:
+            return _unauthorized()
+        try:
+            return await self._route(request, client)
+        except UserHostError as error:
+            return _error_response(error)
+
+    async def _route(self, request: web.Request, client: _HttpClient) -> web.StreamResponse:
+        path = request.path
+        if path == f"{BASE}/events":
+            _allow(request, "GET")
+            return await self._events(request, client)
+        if path.startswith(f"{BASE}/rpc/") and path[len(BASE) + 5 :] in RPC_METHODS:
+            _allow(request, "POST")
+            return await self._rpc(request, client, path[len(BASE) + 5 :])
+        parts = path.split("/")
+        if len(parts) == 5 and path.startswith(f"{BASE}/plugins/") and parts[3] and parts[4]:
+            _allow(request, "POST")
+            return await self._plugin(request, client, parts[3], parts[4])
+        raise UserHostError(UserHostErrorCode.UNSUPPORTED_METHOD, f"no {path} in this binding")
+
+    async def _rpc(self, request: web.Request, client: _HttpClient, method: str) -> web.StreamResponse:
+        body = await self._body(request)
+        session = client.attach()
+        if method == "initialize":
+            params = parse_params(UserHostInitializeParams, body)
+            assert isinstance(params, UserHostInitializeParams)
+            if params.protocol_version != USERHOST_PROTOCOL_VERSION:
+                raise UserHostError(
+                    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
+                    f"version {params.protocol_version}; this host speaks {USERHOST_PROTOCOL_VERSION}",
+                )
+            return _json(client.initialized)
+        return _json(await self._call(request, session, method, body))
+
+    async def _plugin(
+        self, request: web.Request, client: _HttpClient, plugin_id: str, method: str
+    ) -> web.StreamResponse:
+        body = await self._body(request)
+        extra = sorted(set(body) - PLUGIN_BODY_KEYS)
+        if extra:
+            raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"unknown member {extra[0]!r}", extra[0])
+        session = client.attach()
+        params = {"plugin_id": plugin_id, "method": method, **body}
+        result = await self._call(request, session, "plugin/client/request", params)
+        return _json(result["result"])
+
+    async def _call(
+        self, request: web.Request, session: ClientSession, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Submit one request to the session and wait for it; its result, or its UserHostError."""
+        request_id = request.headers.get(REQUEST_ID_HEADER)
+        if request_id is None:
+            request_id = uuid.uuid4().hex
+        elif not 1 <= len(request_id) <= MAX_ID_CHARS:
+            raise UserHostError(
+                UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: 1 to {MAX_ID_CHARS} characters"
+            )
+        if session.in_flight(request_id):
+            raise UserHostError(
+                UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: {request_id!r} is already in flight"
+            )
+        result = session.submit(request_id, method, params)
+        # Waited on, never awaited: this handler ending (the server closing) must not cancel the call.
+        await asyncio.wait({result})
+        if result.cancelled():
+            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled")
+        error = result.exception()
+        if error is None:
+            return result.result()
+        if isinstance(error, UserHostError):
+            raise error
+        log.error("request %r failed", request_id, exc_info=error)
+        raise UserHostError(UserHostErrorCode.INTERNAL, f"{type(error).__name__}: {error}")
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        """The request's JSON object, read up to the body limit: 413 from its Content-Length or as soon as
+        more arrives, never holding more than the limit."""
+        limit = self._max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise _too_large(f"the body of {request.content_length} bytes is over {limit}")
+        data = bytearray()
+        async for chunk in request.content.iter_chunked(READ_CHUNK):
+            data += chunk
+            if len(data) > limit:
+                raise _too_large(f"the body is over {limit} bytes")
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise UserHostError(UserHostErrorCode.PARSE_ERROR, f"not JSON: {error}") from None
+        if not isinstance(body, dict):
+            raise UserHostError(UserHostErrorCode.INVALID_REQUEST, "the body is not a JSON object")
+        return body
+
+    async def _events(self, request: web.Request, client: _HttpClient) -> web.StreamResponse:
+        client.attach()
+        if client.stream is not None:
+            client.stream.end()  # a client has one stream: the new one replaces it
+        stream = client.stream = _EventStream(request, self._max_queued_events)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"}
+        )
+        try:
+            await response.prepare(request)
+            await stream.pump(response)
+        except ConnectionError:
+            pass  # the client has gone, or its stream was cut
+        finally:
+            if client.stream is stream:
+                client.stream = None
+        return response
+
+
+class _BindingError(UserHostError):
+    """An error with a status of the binding's own: 413 (`parse_error`) or 405 (`unsupported_method`)."""
+
+    def __init__(self, code: UserHostErrorCode, message: str, status: int, headers: dict[str, str]) -> None:
+        super().__init__(code, message)
+        self.status = status
+        self.headers = headers
+
+
+def _too_large(message: str) -> _BindingError:
+    return _BindingError(UserHostErrorCode.PARSE_ERROR, message, PAYLOAD_TOO_LARGE, {})
+
+
+def _allow(request: web.Request, method: str) -> None:
+    if request.method != method:
+        raise _BindingError(
+            UserHostErrorCode.UNSUPPORTED_METHOD,
+            f"{request.path} takes {method}",
+            METHOD_NOT_ALLOWED,
+            {"Allow": method},
+        )
+
+
+def _json(result: dict[str, Any]) -> web.Response:
+    return web.Response(body=orjson.dumps(result), content_type="application/json")
+
+
+async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
+    """Name the server plainly: aiohttp's default names the Python and aiohttp versions to anyone."""
+    response.headers["Server"] = SERVER_NAME
