@@ -116,6 +116,7 @@ class AgentsHistorySearchParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     session_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -129,7 +130,7 @@ class AgentsHistorySearchParams(WireModel):
         str | None,
         Field(
             json_schema_extra={"x-not-null": True},
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$",
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
         ),
     ] = None
     """
@@ -139,7 +140,7 @@ class AgentsHistorySearchParams(WireModel):
         str | None,
         Field(
             json_schema_extra={"x-not-null": True},
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$",
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
         ),
     ] = None
     """
@@ -189,6 +190,7 @@ class AgentsReactParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     session_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -209,7 +211,7 @@ class AgentsReactParams(WireModel):
     """
     The message's reaction revision the client last read (`ReactionState.revision`; 0 for a message that never had a reaction).
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of this write, chosen by the client and reused unchanged by every retry.
     """
@@ -244,7 +246,10 @@ class AgentsReactionsParams(WireModel):
 
 ClientInputId = TypeAliasType(
     "ClientInputId",
-    Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")],
+    Annotated[
+        str,
+        Field(max_length=128, min_length=1, pattern=compile("^[A-Za-z0-9._:-]+\\Z")),
+    ],
 )
 """
 A client input ID.
@@ -293,6 +298,7 @@ class AttachmentMetadata(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     attachment_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -303,7 +309,7 @@ class AttachmentMetadata(WireModel):
         Field(
             max_length=255,
             min_length=1,
-            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)$",
+            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z",
         ),
     ]
     """
@@ -314,7 +320,7 @@ class AttachmentMetadata(WireModel):
         Field(
             max_length=255,
             min_length=3,
-            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$",
+            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z",
         ),
     ]
     """
@@ -324,7 +330,7 @@ class AttachmentMetadata(WireModel):
     """
     The attachment's size in decoded bytes.
     """
-    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     Lowercase hexadecimal SHA-256 of the attachment's decoded bytes, as bound at admission.
     """
@@ -475,7 +481,11 @@ ContainerImageReference = TypeAliasType(
     "ContainerImageReference",
     Annotated[
         str,
-        Field(min_length=1, pattern="^[^\\s-]\\S*$", title="ContainerImageReference"),
+        Field(
+            min_length=1,
+            pattern=compile("^[^\\s-]\\S*\\Z"),
+            title="ContainerImageReference",
+        ),
     ],
 )
 """
@@ -666,7 +676,10 @@ ErrorString = TypeAliasType(
     "ErrorString",
     Annotated[
         str,
-        Field(pattern="^[a-z][a-z0-9_]*(: [^\n\r\u2028\u2029]*)?$", title="ErrorString"),
+        Field(
+            pattern=compile("^[a-z][a-z0-9_]*(: [^\n\r\u2028\u2029]*)?\\Z"),
+            title="ErrorString",
+        ),
     ],
 )
 """
@@ -681,6 +694,7 @@ class ExecCommandArguments(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     argv: Annotated[list[str], Field(min_length=1)]
     """
@@ -691,7 +705,7 @@ class ExecCommandArguments(WireModel):
     The working directory, relative to the root or absolute; the root by default. The path rules apply.
     """
     env: Annotated[
-        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] | None,
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
         Field(json_schema_extra={"x-not-null": True}),
     ] = None
     """
@@ -766,6 +780,7 @@ class ExportOpenResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     token: Annotated[str, Field(min_length=1)]
     """
@@ -775,7 +790,7 @@ class ExportOpenResult(WireModel):
     """
     The snapshot's size in bytes.
     """
-    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     The SHA-256 of the snapshot's bytes, lower-case hex.
     """
@@ -903,6 +918,7 @@ class HostSessionAttachmentReadResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     attachment: AttachmentMetadata
     """
@@ -937,7 +953,7 @@ class HostSessionAttachmentReadResult(WireModel):
     """
     True when this chunk ends the content (`next_offset` equals `total_chars`).
     """
-    final_sha256: Annotated[str | None, Field(pattern="^[0-9a-f]{64}$")]
+    final_sha256: Annotated[str | None, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     Lowercase hexadecimal SHA-256 of the complete decoded content as the host read it when `eof` is true; null otherwise.
     """
@@ -953,6 +969,7 @@ class InitializeParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     version: Annotated[int, Field(ge=0, le=2147483647)]
     """
@@ -971,7 +988,7 @@ class InitializeParams(WireModel):
     Opaque identity labels of the environment (string to string). The worker stores them with the binding and does not interpret them.
     """
     environment: Annotated[
-        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] | None,
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
         Field(json_schema_extra={"x-not-null": True}),
     ] = None
     """
@@ -1004,6 +1021,7 @@ class InputReceipt(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     receipt_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -1017,19 +1035,19 @@ class InputReceipt(WireModel):
     """
     The canonical session ID of the conversation the input was submitted to.
     """
-    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
     """
     The plugin the input was submitted through (`wuu.personal` for `agents.send`).
     """
-    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The client's ID of the input (`UserInput.client_input_id`).
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of the submission (`UserInput.request_id`). A retry of the submission with the same ID, on any connection, returns this receipt.
     """
-    text_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    text_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     Lowercase hexadecimal SHA-256 of the UTF-8 bytes of the literal text bound at admission.
     """
@@ -1040,7 +1058,7 @@ class InputReceipt(WireModel):
     created_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -1053,7 +1071,7 @@ class InputReceipt(WireModel):
     accepted_at: Annotated[
         str | None,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -1070,7 +1088,7 @@ class InputReceipt(WireModel):
     read_at: Annotated[
         str | None,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -1265,8 +1283,9 @@ class PluginInventoryEntry(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
     """
     The plugin's exact ID (for example `wuu.personal`).
     """
@@ -1437,6 +1456,7 @@ class ProcessStartParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     operation_id: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
     """
@@ -1451,7 +1471,7 @@ class ProcessStartParams(WireModel):
     The working directory, relative to the root or absolute; the root by default.
     """
     env: Annotated[
-        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] | None,
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
         Field(json_schema_extra={"x-not-null": True}),
     ] = None
     """
@@ -1544,7 +1564,10 @@ ProfileAbsolutePath = TypeAliasType(
     "ProfileAbsolutePath",
     Annotated[
         str,
-        Field(pattern=compile("^(/(?!\\.\\.?(/|$))[^/]+)+$"), title="ProfileAbsolutePath"),
+        Field(
+            pattern=compile("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z"),
+            title="ProfileAbsolutePath",
+        ),
     ],
 )
 """
@@ -1552,7 +1575,10 @@ An absolute, normalized POSIX path: it starts with `/` (pattern `^/`), has no em
 """
 
 
-ProfileArgvItem = TypeAliasType("ProfileArgvItem", Annotated[str, Field(min_length=1, pattern="^(/|[^/]+$)")])
+ProfileArgvItem = TypeAliasType(
+    "ProfileArgvItem",
+    Annotated[str, Field(min_length=1, pattern=compile("^(/|[^/]+\\Z)"))],
+)
 """
 The program: an absolute path or a bare program name.
 """
@@ -1575,7 +1601,10 @@ A CPU limit in CPUs; fractions are allowed (for example 0.5). Omitted: no limit 
 
 ProfileEnvName = TypeAliasType(
     "ProfileEnvName",
-    Annotated[str, Field(pattern="^[A-Za-z_][A-Za-z0-9_]*$", title="ProfileEnvName")],
+    Annotated[
+        str,
+        Field(pattern=compile("^[A-Za-z_][A-Za-z0-9_]*\\Z"), title="ProfileEnvName"),
+    ],
 )
 """
 The name of an environment variable: an ASCII letter or `_`, followed by ASCII letters, digits or `_`.
@@ -1614,7 +1643,10 @@ A memory limit in mebibytes (MiB, 1,048,576 bytes). Omitted: no limit beyond the
 
 ProfileName = TypeAliasType(
     "ProfileName",
-    Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$", title="ProfileName")],
+    Annotated[
+        str,
+        Field(pattern=compile("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\\Z"), title="ProfileName"),
+    ],
 )
 """
 The name of an execution profile: 1 to 64 characters, an ASCII letter or digit followed by ASCII letters, digits, `.`, `_` or `-`. Names are compared exactly (case-sensitive).
@@ -1658,8 +1690,9 @@ class ProtocolConstant(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
     """
     The constant's name; the generators emit it upper-cased.
     """
@@ -1721,6 +1754,7 @@ class PushRegisterResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     registration_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -1737,7 +1771,7 @@ class PushRegisterResult(WireModel):
     registered_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -1795,8 +1829,9 @@ class ReactionRequestReceipt(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of the write.
     """
@@ -1830,7 +1865,7 @@ class ReactionRequestReceipt(WireModel):
     applied_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -2132,7 +2167,7 @@ SensitiveNameGlob = TypeAliasType(
     Annotated[
         str,
         Field(
-            pattern=compile("^(?!.*(^|/)\\.\\.?(/|$))[^/\\[\\]\\\\]+$"),
+            pattern=compile("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z"),
             title="SensitiveNameGlob",
         ),
     ],
@@ -2147,7 +2182,7 @@ SensitivePathAbsolute = TypeAliasType(
     Annotated[
         str,
         Field(
-            pattern=compile("^(/(?!\\.\\.?(/|$))[^/]+)+$"),
+            pattern=compile("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z"),
             title="SensitivePathAbsolute",
         ),
     ],
@@ -2189,7 +2224,10 @@ class SensitivePathHome(StrEnum):
 
 SensitivePathRuleId = TypeAliasType(
     "SensitivePathRuleId",
-    Annotated[str, Field(pattern="^[a-z0-9]+(-[a-z0-9]+)*$", title="SensitivePathRuleId")],
+    Annotated[
+        str,
+        Field(pattern=compile("^[a-z0-9]+(-[a-z0-9]+)*\\Z"), title="SensitivePathRuleId"),
+    ],
 )
 """
 The stable identifier of a sensitive-path rule: lowercase ASCII letters and digits in `-`-separated words. Test vectors and diagnostics refer to rules by it.
@@ -2260,7 +2298,9 @@ SensitiveRelativeGlob = TypeAliasType(
     Annotated[
         str,
         Field(
-            pattern=compile("^(?!.*(^|/)\\.\\.?(/|$))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*$"),
+            pattern=compile(
+                "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*\\Z"
+            ),
             title="SensitiveRelativeGlob",
         ),
     ],
@@ -2275,7 +2315,9 @@ SensitiveSuffixGlob = TypeAliasType(
     Annotated[
         str,
         Field(
-            pattern=compile("^(?!.*(^|/)\\.\\.?(/|$))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+$"),
+            pattern=compile(
+                "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
+            ),
             title="SensitiveSuffixGlob",
         ),
     ],
@@ -2290,7 +2332,7 @@ SingularityImageReference = TypeAliasType(
     Annotated[
         str,
         Field(
-            pattern="^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\S+$",
+            pattern=compile("^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\S+\\Z"),
             title="SingularityImageReference",
         ),
     ],
@@ -2315,7 +2357,9 @@ class SqliteColumnType(StrEnum):
     """
 
 
-PrimaryKeyItem = TypeAliasType("PrimaryKeyItem", Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")])
+PrimaryKeyItem = TypeAliasType(
+    "PrimaryKeyItem", Annotated[str, Field(pattern=compile("^[a-z][a-z0-9_]{0,63}\\Z"))]
+)
 
 
 class SshExecutionProfile(WireModel):
@@ -2325,12 +2369,13 @@ class SshExecutionProfile(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     backend: Literal["ssh"]
     """
     The backend: `ssh`.
     """
-    host: Annotated[str, Field(pattern="^[^\\s-]\\S*$")]
+    host: Annotated[str, Field(pattern="^[^\\s-]\\S*\\Z")]
     """
     The SSH destination: a host name, an IP address or an alias from the user's SSH configuration, optionally prefixed with `user@`. It has no whitespace and MUST NOT start with `-`.
     """
@@ -2447,16 +2492,17 @@ class ToolEntry(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")]
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
     """
     The tool's name.
     """
-    arguments: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*$")]
+    arguments: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
     """
     The name of the def its decoded arguments follow.
     """
-    metadata: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*$")]
+    metadata: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
     """
     The name of the def its result's `metadata` follows.
     """
@@ -2481,8 +2527,9 @@ class ToolInvokeParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")]
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
     """
     The tool's name.
     """
@@ -2677,7 +2724,10 @@ class UserHostHostIsolation(StrEnum):
 
 Capability2 = TypeAliasType(
     "Capability2",
-    Annotated[str, Field(max_length=128, min_length=1, pattern="^[a-z][a-z0-9_.-]*$")],
+    Annotated[
+        str,
+        Field(max_length=128, min_length=1, pattern=compile("^[a-z][a-z0-9_.-]*\\Z")),
+    ],
 )
 """
 A capability name.
@@ -2783,13 +2833,14 @@ class UserInputAttachment(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     filename: Annotated[
         str,
         Field(
             max_length=255,
             min_length=1,
-            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)$",
+            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z",
         ),
     ]
     """
@@ -2800,7 +2851,7 @@ class UserInputAttachment(WireModel):
         Field(
             max_length=255,
             min_length=3,
-            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$",
+            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z",
         ),
     ]
     """
@@ -2810,7 +2861,7 @@ class UserInputAttachment(WireModel):
     """
     The number of decoded bytes of `data`.
     """
-    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     Lowercase hexadecimal SHA-256 of the decoded bytes of `data`.
     """
@@ -2836,12 +2887,13 @@ class UserQuestionAnswerParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     question_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
     The question, as exposed on the assistant message that asks it (`HistoryMessage.question_id`).
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of this decision, chosen by the client and reused unchanged by every retry, including after reconnect.
     """
@@ -2865,12 +2917,13 @@ class UserQuestionDismissParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     question_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
     The question, as exposed on the assistant message that asks it (`HistoryMessage.question_id`).
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of this decision, chosen by the client and reused unchanged by every retry, including after reconnect.
     """
@@ -3268,8 +3321,9 @@ class ConformanceRequirement(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    id: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\.[a-z0-9]+(-[a-z0-9]+)*$")]
+    id: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\.[a-z0-9]+(-[a-z0-9]+)*\\Z")]
     """
     The stable id, `area.behaviour` (for example `init.token-pinned`); the area groups the report.
     """
@@ -3281,7 +3335,7 @@ class ConformanceRequirement(WireModel):
     """
     For the capability tier: the capability (`process.start.v1`) or optional method (`method:process/write`) it depends on.
     """
-    spec: Annotated[str, Field(pattern="^[a-z]+/[a-z_]+\\.schema\\.json#(/[^/]+)*$")]
+    spec: Annotated[str, Field(pattern="^[a-z]+/[a-z_]+\\.schema\\.json#(/[^/]+)*\\Z")]
     """
     Where the rule is written: a spec schema file and a JSON pointer to the description that states it (`worker/process.schema.json#/$defs/ProcessReadParams`); `#` alone points at the file's own description.
     """
@@ -3404,6 +3458,7 @@ class DockerExecutionProfile(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     backend: Literal["docker"]
     """
@@ -3431,7 +3486,7 @@ class DockerExecutionProfile(WireModel):
         str | None,
         Field(
             json_schema_extra={"x-not-null": True},
-            pattern="^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$",
+            pattern="^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?\\Z",
         ),
     ] = None
     """
@@ -3537,6 +3592,7 @@ class ExecutionProcessV4(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     id: Annotated[str, Field(min_length=1)]
     """
@@ -3577,7 +3633,7 @@ class ExecutionProcessV4(WireModel):
     started_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -3586,7 +3642,7 @@ class ExecutionProcessV4(WireModel):
     ended_at: Annotated[
         str | None,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -3609,8 +3665,9 @@ class ExecutionToolRequestV4(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$")]
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
     """
     The workspace tool's name. A tool the worker does not provide gets `unsupported_tool`.
     """
@@ -3647,6 +3704,7 @@ class HistoryMessage(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
     """
@@ -3663,7 +3721,7 @@ class HistoryMessage(WireModel):
     created_at: Annotated[
         str | None,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -3891,6 +3949,7 @@ class MethodEntry(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     method: Annotated[str, Field(min_length=1)]
     """
@@ -3904,11 +3963,11 @@ class MethodEntry(WireModel):
     """
     How it travels.
     """
-    params: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*$")]
+    params: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
     """
     The name of the def its parameters follow.
     """
-    result: Annotated[str | None, Field(pattern="^[A-Z][A-Za-z0-9]*$")]
+    result: Annotated[str | None, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
     """
     The name of the def its result follows; null for a notification.
     """
@@ -4017,12 +4076,13 @@ class PluginClientInvalidateParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     graph_generation: Annotated[int, Field(ge=0, le=9223372036854775807)]
     """
     The graph generation of the plugin whose state changed.
     """
-    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
     """
     The plugin whose state changed.
     """
@@ -4128,6 +4188,7 @@ class ReviewLedgerMigrationResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     status: ReviewLedgerMigrationStatus
     """
@@ -4137,11 +4198,11 @@ class ReviewLedgerMigrationResult(WireModel):
     """
     Which operation ran.
     """
-    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\Z")]
     """
     The user space whose ledger was inspected or migrated (`--user-space`).
     """
-    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}$")]
+    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
     """
     The composition profile the selected provider was resolved with (`--composition-profile`, or the configured profile), or null when none is selected (the bundled command fails instead of running without one).
     """
@@ -4153,11 +4214,11 @@ class ReviewLedgerMigrationResult(WireModel):
     """
     The absolute path of the legacy `personal-review.sqlite`, every symbolic link resolved: the path the marker is bound to.
     """
-    source_digest: Annotated[str, Field(pattern="^[0-9a-f]{64}$")]
+    source_digest: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     Lowercase hexadecimal SHA-256 digest of the frozen logical source snapshot. Apply MUST be given exactly this value as `--expect-source-digest`. The digest is taken over the snapshot's canonical dump: for each table of `spec/data/legacy_review_ledger.json` in its order (settings, actions, audit), and for each of its rows in ascending primary-key order, one line holding the JSON array of the table's name followed by the row's values in the layout's column order (TEXT as a string, INTEGER as a number in plain decimal, NULL as `null`), written without whitespace, each string escaped as RFC 8785 does (`\\"` for `"`, `\\\\` for `\\`, `\\b`, `\\t`, `\\n`, `\\f` or `\\r` for those control characters and `\\u00xx` in lowercase hexadecimal for the other ones below U+0020; every other character as itself), in UTF-8 and ended by one line feed (U+000A). It depends only on the committed logical content: the same rows give the same digest whether they are in the main file or only in committed WAL frames, and uncommitted frames are no part of it.
     """
-    expected_source_digest: Annotated[str | None, Field(pattern="^[0-9a-f]{64}$")]
+    expected_source_digest: Annotated[str | None, Field(pattern="^[0-9a-f]{64}\\Z")]
     """
     The digest given to apply, or null in inspect mode.
     """
@@ -4374,8 +4435,9 @@ class SqliteColumn(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}\\Z")]
     """
     The column's name.
     """
@@ -4400,8 +4462,9 @@ class SqliteTable(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}$")]
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}\\Z")]
     """
     The table's name.
     """
@@ -4426,6 +4489,7 @@ class TaskDeliveryReceipt(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     delivery_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -4443,7 +4507,7 @@ class TaskDeliveryReceipt(WireModel):
     """
     The execution attempt that produced the reply. Automatic dispatch recovery keeps it; an explicit task resume creates a new one.
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request identity of the task dispatch; automatic dispatch recovery keeps it unchanged.
     """
@@ -4467,7 +4531,7 @@ class TaskDeliveryReceipt(WireModel):
     """
     The reply's history sequence in the main conversation, or null unless `status` is delivered.
     """
-    failure_code: Annotated[str | None, Field(max_length=64, pattern="^[a-z][a-z0-9_]*$")]
+    failure_code: Annotated[str | None, Field(max_length=64, pattern="^[a-z][a-z0-9_]*\\Z")]
     """
     Why delivery failed, or null unless `status` is failed: `cancelled` when a task stop or a stop of the reply's turn cancelled the undelivered reply (a submitted reply marked for cancellation fails with it when its turn ends, and nothing appears), `delivery_failed` when the reply turn failed; a provider may add codes of its own.
     """
@@ -4478,7 +4542,7 @@ class TaskDeliveryReceipt(WireModel):
     updated_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -4511,12 +4575,13 @@ class UserInput(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The client's ID of this input. The host records the receipt's `read_at` when exactly this ID and the input's history sequence occur in an assembled agent model context.
     """
-    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+$")]
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
     """
     The business request ID of the submission, chosen by the client and reused unchanged by every retry, including after reconnect, so that a retry recovers the same durable receipt.
     """
@@ -4546,6 +4611,7 @@ class UserQuestionAnswerResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     question_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -4562,7 +4628,7 @@ class UserQuestionAnswerResult(WireModel):
     decided_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -4581,6 +4647,7 @@ class UserQuestionDismissResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     question_id: Annotated[str, Field(max_length=256, min_length=1)]
     """
@@ -4597,7 +4664,7 @@ class UserQuestionDismissResult(WireModel):
     decided_at: Annotated[
         str,
         Field(
-            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
         ),
     ]
     """
@@ -4738,12 +4805,13 @@ class MethodCatalog(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     field_schema: Annotated[str, Field(alias="$schema")]
     """
     The relative path of this schema file, for editors.
     """
-    protocol: Annotated[str, Field(pattern="^[a-z]+$")]
+    protocol: Annotated[str, Field(pattern="^[a-z]+\\Z")]
     """
     Which protocol the catalog describes; equals the catalog file's name.
     """
@@ -4778,8 +4846,9 @@ class PluginClientRequestParams(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
-    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}$")]
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
     """
     The plugin to call, as listed in `initialize`'s `plugins`.
     """
@@ -4795,7 +4864,7 @@ class PluginClientRequestParams(WireModel):
         Field(
             max_length=128,
             min_length=1,
-            pattern="^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*$",
+            pattern="^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*\\Z",
         ),
     ]
     """
@@ -4881,6 +4950,7 @@ class UserHostInitializeResult(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     protocol_version: Annotated[int, Field(ge=1, le=2147483647)]
     """
@@ -4890,11 +4960,11 @@ class UserHostInitializeResult(WireModel):
     """
     The host implementation.
     """
-    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\Z")]
     """
     The user space the host is bound to (for example `local`), set by the host's `--user-space` setting or SDK option. It is never derived from a workspace.
     """
-    product_domain: Annotated[str, Field(pattern="^[a-z][a-z0-9_-]{0,63}$")]
+    product_domain: Annotated[str, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
     """
     The product domain the host is bound to (for example `personal`). Memory APIs, injected context, history, indexes and plugin storage are separated by this domain; a client cannot select another domain's memory.
     """
@@ -4902,7 +4972,7 @@ class UserHostInitializeResult(WireModel):
     """
     The isolation the host declares.
     """
-    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}$")]
+    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
     """
     The composition profile explicitly selected for the host (`personal` for the shipped Personal composition), or null when none was selected. The user-space binding never selects a profile.
     """
@@ -4951,10 +5021,11 @@ class UserConfiguration(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
+        regex_engine="python-re",
     )
     composition_profile: Annotated[
         str | None,
-        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_-]{0,63}$"),
+        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_-]{0,63}\\Z"),
     ] = None
     """
     The configured composition profile: what a host composes, and which providers it selects, when no `--composition-profile` overrides it. `personal` selects the Personal plugin and the bundled review-ledger provider `wuu.review-ledger.sqlite` (`spec/data/review_ledger_sqlite.json`).

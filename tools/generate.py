@@ -37,7 +37,7 @@ from typing import Any
 
 from tools import openapi, speclint
 from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs
-from tools.templates.keywords import HTTP_STATUS, MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS
+from tools.templates.keywords import HTTP_STATUS, MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, python_pattern
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PROTO_DIR = SPEC / "proto"
@@ -76,6 +76,7 @@ def model_input(spec_bundle: dict[str, Any]) -> dict[str, Any]:
 
     Timestamps stay strings in the models, so that a decoded message re-encodes to its exact text:
     `format: date-time` is dropped here (the schema's RFC 3339 pattern still checks them).
+    Patterns become Python's, with the spec's (ECMAScript) meaning (`keywords.python_pattern`).
     The generator leaves `uniqueItems` unchecked, so it travels as `x-unique-items`; and it types an
     optional field as nullable, so an optional field that the spec never allows to be null is marked
     `x-not-null`. The wire base class enforces both.
@@ -89,6 +90,9 @@ def model_input(spec_bundle: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for key, value in node.items():
             if key == "format" and value == "date-time":
+                continue
+            if key == "pattern" and isinstance(value, str):
+                out[key] = python_pattern(value)  # the models read patterns with Python's `re`
                 continue
             out[UNIQUE_ITEMS if key == "uniqueItems" else key] = adapt(value)
         required = set(node.get("required", []))

@@ -14,6 +14,7 @@ from wuu.generated import models, validators
 from wuu.generated.catalog import WORKER_METHODS, WORKER_TOOLS
 from wuu.generated.models import (
     ExecutionProcessV4,
+    ExecutionToolRequestV4,
     ProcessReadParams,
     ProcessReadResult,
     ReadFileMetadata,
@@ -141,3 +142,15 @@ def test_speclint_refuses_an_open_def_that_a_request_reaches() -> None:
         "$defs/WorkerInfo: only a tool's result metadata (and the defs inside it) is open",
         "$defs/ToolCall: is open but part of a request (a method's params or a tool's arguments)",
     ]
+
+
+@pytest.mark.parametrize("text", ["read_file\n", "read_file\r", "read_file\u2028"])
+def test_a_pattern_ends_at_the_end_of_the_text_as_in_ecmascript(text: str) -> None:
+    """The spec's patterns are ECMAScript's: `$` is the end of the text, so a trailing line break is refused
+    by the validators and the models alike (Python's `$` alone would also match before a final newline)."""
+    request = {"tool": text, "call": {"id": "c", "arguments": "{}"}, "actor": {"kind": "agent", "id": "a"}}
+    request["permission_mode"] = "standard"
+    assert validators.errors("ExecutionToolRequestV4", {**request, "tool": "read_file"}) == []
+    assert validators.errors("ExecutionToolRequestV4", request)
+    with pytest.raises(ValidationError):
+        ExecutionToolRequestV4.model_validate_json(json.dumps(request), strict=True)

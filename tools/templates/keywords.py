@@ -66,3 +66,37 @@ def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
                 return f"the sum of `{prop}` is {total}, over the limit of {argument['maximum']}"
         return None
     raise ValueError(f"unknown limit keyword {keyword}")
+
+
+# The spec's patterns are ECMAScript's (JSON Schema's dialect); Python's `re` reads two tokens otherwise:
+# its `$` also matches before a final newline, and its `.` matches CR, U+2028 and U+2029.
+_ECMA_DOT = "[^\\n\\r\\u2028\\u2029]"
+
+
+def python_pattern(pattern: str) -> str:
+    """The spec's (ECMAScript) `pattern` as a Python regular expression that matches the same strings:
+    an unescaped `$` outside a character class is the end of the text (`\\Z`), and `.` excludes every
+    line terminator."""
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\":
+            out.append(pattern[index : index + 2])
+            index += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+            out.append(char)
+        elif char == "[":
+            in_class = True
+            out.append(char)
+        elif char == "$":
+            out.append("\\Z")
+        elif char == ".":
+            out.append(_ECMA_DOT)
+        else:
+            out.append(char)
+        index += 1
+    return "".join(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any
@@ -18,7 +19,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 from referencing import Registry, Resource
 
-from .keywords import SPEC_KEYWORDS, limit_violation
+from .keywords import SPEC_KEYWORDS, limit_violation, python_pattern
 
 BUNDLE_ID = "https://schemas.wuu.dev/bundle.json"
 
@@ -37,9 +38,21 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(python_pattern(pattern))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    # The spec's patterns are ECMAScript's: `$` is the end of the text, not also the place before a final
+    # newline as in Python (`"read_file\n"` is no tool name).
+    if isinstance(instance, str) and not _compiled(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 _WireValidator = extend(
     Draft202012Validator,
-    {keyword: _limit_keyword(keyword) for keyword in SPEC_KEYWORDS},
+    {"pattern": _pattern, **{keyword: _limit_keyword(keyword) for keyword in SPEC_KEYWORDS}},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
 )
 
