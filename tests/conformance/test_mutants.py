@@ -14,25 +14,21 @@ its test lands on.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from wuu.conformance.registry import Case
-from wuu.conformance.runner import CaseResult, Status, run_all, select
+from wuu.conformance.runner import select
 from wuu.conformance.suites import WORKER
 
 from .mutants import Mutant, load
+from .selections import Job, Selections, summary
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = [sys.executable, "-m", "wuu.worker"]
@@ -41,9 +37,6 @@ TIMEOUT = 10.0
 # The controls run the unmutated worker: nothing there should wait for a timeout, and a short one only makes
 # them fail under load (an orderly EOF cleanup on a busy machine can take longer than TIMEOUT).
 CONTROL_TIMEOUT = 30.0
-JOBS = 2
-# Selections one pytest process runs in the background at once (each with up to JOBS adapters).
-BACKGROUND = 3
 # No selection may take longer than this: a runner that hangs fails its test instead of the whole run.
 DEADLINE = 60.0
 
@@ -74,29 +67,11 @@ def _control_areas() -> dict[str, list[Case]]:
     return areas
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How one case of a selection went (what a CaseResult says, in a form that crosses processes)."""
-
-    case: str
-    requirements: tuple[str, ...]
-    status: str
-    message: str
-
-    @classmethod
-    def of(cls, result: CaseResult) -> Outcome:
-        return cls(result.case.id, result.case.requirements, result.status.value, result.message)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == Status.FAILED.value
-
-
-def _jobs() -> dict[str, tuple[list[Case], list[str], float]]:
+def _jobs() -> dict[str, Job]:
     """Every selection to run, by key, the longest first: the uncaught mutants (a hang lasts until the
     deadline), the control areas, then the other mutants."""
 
-    def mutant(name: str) -> tuple[list[Case], list[str], float]:
+    def mutant(name: str) -> Job:
         return _selection(MUTANTS[name]), mutant_command(name), TIMEOUT
 
     jobs = {f"mutant-{name}": mutant(name) for name in MUTANTS if name in UNCAUGHT}
@@ -104,86 +79,6 @@ def _jobs() -> dict[str, tuple[list[Case], list[str], float]]:
         jobs[f"control-{area}"] = (cases, REFERENCE, CONTROL_TIMEOUT)
     jobs.update({f"mutant-{name}": mutant(name) for name in MUTANTS if name not in UNCAUGHT})
     return jobs
-
-
-async def _run(cases: Sequence[Case], command: Sequence[str], timeout: float) -> list[Outcome]:
-    try:
-        results = await asyncio.wait_for(run_all(cases, command, jobs=JOBS, timeout=timeout), DEADLINE)
-    except TimeoutError:
-        message = f"the runner did not finish within {DEADLINE:g} s"
-        return [Outcome("(runner)", (), "hung", message)]
-    return [Outcome.of(result) for result in results]
-
-
-class Selections:
-    """The selections' outcomes, each run once per pytest session across all of its xdist workers."""
-
-    def __init__(self, shared: Path, wanted: set[str]) -> None:
-        """`wanted`: the keys of the selections this session's tests ask for (the only ones to prefetch)."""
-        self._shared = shared
-        self._jobs = _jobs()
-        self._wanted = wanted
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._background()), daemon=True)
-        self._thread.start()
-
-    def _claim(self, key: str) -> bool:
-        try:
-            os.close(os.open(self._shared / f"{key}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return False
-        return True
-
-    def _store(self, key: str, outcomes: list[Outcome]) -> None:
-        temporary = self._shared / f"{key}.json.part"
-        temporary.write_text(json.dumps([outcome.__dict__ for outcome in outcomes]), "utf-8")
-        temporary.rename(self._shared / f"{key}.json")
-
-    def _load(self, key: str) -> list[Outcome] | None:
-        try:
-            entries: list[dict[str, Any]] = json.loads((self._shared / f"{key}.json").read_text("utf-8"))
-        except FileNotFoundError:
-            return None
-        return [Outcome(e["case"], tuple(e["requirements"]), e["status"], e["message"]) for e in entries]
-
-    async def _background(self) -> None:
-        """Claim and run pending selections, BACKGROUND at once, until none is left or `stop`."""
-        gate = asyncio.Semaphore(BACKGROUND)
-        running: set[asyncio.Task[None]] = set()
-
-        async def one(key: str) -> None:
-            try:
-                self._store(key, await _run(*self._jobs[key]))
-            finally:
-                gate.release()
-
-        for key in [key for key in self._jobs if key in self._wanted]:
-            await gate.acquire()
-            if self._stop.is_set() or not self._claim(key):
-                gate.release()
-                continue
-            task = asyncio.create_task(one(key))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        await asyncio.gather(*running)
-
-    def outcomes(self, key: str) -> list[Outcome]:
-        """The outcomes of one selection: run here and now if nobody has claimed it yet, else awaited."""
-        if self._claim(key):
-            ran = asyncio.run(_run(*self._jobs[key]))
-            self._store(key, ran)
-            return ran
-        deadline = time.monotonic() + 3 * DEADLINE
-        while (stored := self._load(key)) is None:
-            if time.monotonic() > deadline:
-                pytest.fail(f"no worker finished the selection {key} within {3 * DEADLINE:g} s")
-            time.sleep(0.05)
-        return stored
-
-    def close(self) -> None:
-        """Start nothing new; wait for the selections already claimed (other workers may await them)."""
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.fixture(scope="module")
@@ -200,17 +95,9 @@ def selections(
             wanted.add(f"control-{params['area']}")
         elif getattr(item, "function", None) is test_suite_catches_mutant:
             wanted.add(f"mutant-{params['name']}")
-    runs = Selections(shared, wanted)
+    runs = Selections(shared, _jobs(), wanted, DEADLINE)
     yield runs
     runs.close()
-
-
-def _summary(outcomes: Sequence[Outcome]) -> str:
-    lines = []
-    for outcome in outcomes:
-        first = outcome.message.splitlines()[0] if outcome.message else ""
-        lines.append(f"  {outcome.status.upper():7} {outcome.case}  {first}")
-    return "\n".join(lines)
 
 
 def test_mutant_registry() -> None:
@@ -252,7 +139,7 @@ def test_reference_worker_passes(selections: Selections, area: str) -> None:
     """The control: the unmutated native worker passes every case that the mutants' selections run."""
     outcomes = selections.outcomes(f"control-{area}")
     failed = [outcome for outcome in outcomes if outcome.status not in ("passed", "skipped")]
-    assert not failed, f"the reference worker fails:\n{_summary(failed)}\n\n{failed[0].message}"
+    assert not failed, f"the reference worker fails:\n{summary(failed)}\n\n{failed[0].message}"
 
 
 def _mutant_params() -> list[Any]:
@@ -270,9 +157,9 @@ def test_suite_catches_mutant(selections: Selections, name: str) -> None:
     assert _selection(mutant), f"no case checks {mutant.requirements}"
     outcomes = selections.outcomes(f"mutant-{name}")
     failed = [outcome for outcome in outcomes if outcome.failed]
-    assert failed, f"the suite passes the mutant {name} ({mutant.description}):\n{_summary(outcomes)}"
+    assert failed, f"the suite passes the mutant {name} ({mutant.description}):\n{summary(outcomes)}"
     aimed = [outcome for outcome in failed if set(outcome.requirements) & set(mutant.requirements)]
     assert aimed, (
         f"the mutant {name} fails only cases aimed at other rules than {mutant.requirements}:\n"
-        f"{_summary(outcomes)}"
+        f"{summary(outcomes)}"
     )
