@@ -41,6 +41,7 @@ from wuu.generated.models import (
 )
 from wuu.worker.errors import WorkerError
 from wuu.worker.native.processes import ProcessRegistry
+from wuu.worker.native.spawner import Spawner
 
 
 class Worker:
@@ -58,7 +59,7 @@ class Worker:
             {"argv": list(argv), "permission_mode": "standard", **params}
         )
         return await self.registry.start(
-            start, argv=list(argv), cwd=self.cwd, env=MINIMAL_ENV, preexec_fn=None
+            start, argv=list(argv), cwd=self.cwd, env=MINIMAL_ENV, spawner=Spawner()
         )
 
     async def read(self, process_id: str, **params: int) -> ProcessReadResult:
@@ -180,7 +181,7 @@ async def test_terminal_event_comes_after_all_output(worker: Worker) -> None:
     start = ProcessStartParams.model_validate({"argv": ["x"], "permission_mode": "standard"})
     # The grandchild keeps the output pipe after the shell exits and writes more.
     argv = ["sh", "-c", "(sleep 0.3; printf late) & printf early"]
-    process = await registry.start(start, argv=argv, cwd=Path("/"), env=MINIMAL_ENV, preexec_fn=None)
+    process = await registry.start(start, argv=argv, cwd=Path("/"), env=MINIMAL_ENV, spawner=Spawner())
     await until(lambda: records[process.id].status is not ProcessStatus.RUNNING, "the terminal event", 10)
     assert seen[-1] == (len(b"earlylate"), ProcessStatus.EXITED)
     await registry.close()

@@ -10,6 +10,7 @@ import pytest
 
 from tests.helpers import MINIMAL_ENV, STUBBORN_TREE, alive, assert_gone, until
 from wuu.worker.native.processes import run_command
+from wuu.worker.native.spawner import Spawner
 
 
 def processes_in(cwd: Path) -> list[int]:
@@ -35,7 +36,7 @@ async def test_run_command_collects_output_and_status(tmp_path: Path) -> None:
         ["sh", "-c", "echo out; echo err >&2; exit 7"],
         cwd=tmp_path,
         env=MINIMAL_ENV,
-        preexec_fn=None,
+        spawner=Spawner(),
         timeout_ms=None,
         max_output_bytes=1 << 20,
     )
@@ -55,7 +56,7 @@ async def test_run_command_timeout_kills_the_tree(tmp_path: Path) -> None:
         [*STUBBORN_TREE],
         cwd=tmp_path,
         env=MINIMAL_ENV,
-        preexec_fn=None,
+        spawner=Spawner(),
         timeout_ms=300,
         max_output_bytes=1 << 20,
     )
@@ -69,7 +70,7 @@ async def test_run_command_keeps_the_tail_and_kills_leftovers(tmp_path: Path) ->
         ["sh", "-c", "sleep 1000 >/dev/null 2>&1 & echo $!; printf 0123456789"],
         cwd=tmp_path,
         env=MINIMAL_ENV,
-        preexec_fn=None,
+        spawner=Spawner(),
         timeout_ms=None,
         max_output_bytes=4,
     )
@@ -85,7 +86,7 @@ async def test_run_command_program_not_found(tmp_path: Path) -> None:
         ["/nonexistent/program"],
         cwd=tmp_path,
         env=MINIMAL_ENV,
-        preexec_fn=None,
+        spawner=Spawner(),
         timeout_ms=None,
         max_output_bytes=10,
     )
@@ -97,7 +98,7 @@ async def test_run_command_program_not_executable(tmp_path: Path) -> None:
     script = tmp_path / "script"
     script.write_text("#!/bin/sh\necho hi\n")
     outcome = await run_command(
-        [str(script)], cwd=tmp_path, env=MINIMAL_ENV, preexec_fn=None, timeout_ms=None, max_output_bytes=10
+        [str(script)], cwd=tmp_path, env=MINIMAL_ENV, spawner=Spawner(), timeout_ms=None, max_output_bytes=10
     )
     assert outcome.start_error is not None and outcome.exit_code == 126
 
@@ -108,7 +109,7 @@ async def test_cancelled_run_command_kills_the_tree(tmp_path: Path) -> None:
             [*STUBBORN_TREE],
             cwd=tmp_path,
             env=MINIMAL_ENV,
-            preexec_fn=None,
+            spawner=Spawner(),
             timeout_ms=None,
             max_output_bytes=100,
         )
@@ -132,7 +133,7 @@ def _cleaning_command(cwd: Path, cleanup: str = ":") -> asyncio.Task[object]:
             _cleans_up_on_term(cleanup),
             cwd=cwd,
             env=MINIMAL_ENV,
-            preexec_fn=None,
+            spawner=Spawner(),
             timeout_ms=None,
             max_output_bytes=100,
         )
@@ -168,7 +169,7 @@ async def test_a_cancelled_command_that_ignores_term_is_killed_after_the_grace(t
             [*STUBBORN_TREE],
             cwd=tmp_path,
             env=MINIMAL_ENV,
-            preexec_fn=None,
+            spawner=Spawner(),
             timeout_ms=None,
             max_output_bytes=100,
         )

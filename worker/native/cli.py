@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +32,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.action == "attach":
         sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
     else:
-        if sys.version_info < (3, 12) and hasattr(os, "pidfd_open"):
-            # One pidfd per child instead of a waiting thread per child (the default from 3.12 on).
-            asyncio.set_child_watcher(asyncio.PidfdChildWatcher())
         asyncio.run(run_execution_backend_v4(NativeWorker().backend()))

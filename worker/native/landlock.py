@@ -176,8 +176,9 @@ def _add_path_rule(ruleset_fd: int, path: str | os.PathLike[str], access: Access
 def restrict_self(ruleset_fd: int) -> None:
     """Enforce the ruleset on the calling thread and its future children, for good.
 
-    Sets no_new_privs first (Landlock requires it of an unprivileged caller). Meant to run in a child between
-    fork and exec, so it does nothing else; raises OSError with the errno on failure.
+    Sets no_new_privs first (Landlock requires it of an unprivileged caller); both are per thread, so the
+    worker calls this on a thread dedicated to spawning confined commands. Raises OSError with the errno on
+    failure.
     """
     if sys.platform != "linux":
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))

@@ -6,7 +6,8 @@ member is left. stdout and stderr share one pipe, so the combined stream keeps t
 it in. A record ends (and its one terminal event goes out) only once the process is reaped and its output
 pipe has closed, so a reader that sees an ended record has seen every byte.
 
-The caller resolves argv, cwd and the environment and supplies the sandbox hook; this module only runs them.
+The caller resolves argv, cwd and the environment and supplies the spawner (confined or not); this module only
+runs them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
 from wuu.generated.models import (
     ErrorCode,
     ExecCommandMetadata,
@@ -39,7 +39,9 @@ from wuu.generated.models import (
     ProcessStatus,
 )
 from wuu.worker.errors import WorkerError
+from wuu.worker.native.children import ChildTransport, spawn
 from wuu.worker.native.output import OutputBuffer
+from wuu.worker.native.spawner import Spawner
 
 _log = logging.getLogger(__name__)
 
@@ -71,10 +73,11 @@ class ProcessRegistry:
         session: str,
         emit: Callable[[ProcessEvent], None],
         *,
-        retain_bytes: int = WORKER_MIN_RETAINED_OUTPUT_BYTES,
+        retain_bytes: int | None = None,
     ) -> None:
         """`session` becomes every record's `root_thread_id`; `emit` publishes `process/event` notifications;
-        `retain_bytes` is how much of each process's output stays readable."""
+        each process keeps its `output_retention_bytes` of output readable, or `retain_bytes` when given
+        (below the protocol's minimum too: tests use it to cut small streams)."""
         self._session = session
         self._emit = emit
         self._retain = retain_bytes
@@ -91,15 +94,16 @@ class ProcessRegistry:
         argv: list[str],
         cwd: Path,
         env: dict[str, str],
-        preexec_fn: Callable[[], None] | None,
+        spawner: Spawner,
     ) -> ExecutionProcessV4:
         """Start a background process and return its record.
 
         `argv`, `cwd` and `env` are final (resolved by the caller); `params` supplies `operation_id`,
-        `stdin` and `timeout_ms`. A program that cannot be started (not found, not executable, a missing
-        cwd, a failing `preexec_fn`) is not an error: the process is recorded with status `failed`, gets
-        a single `failed` event (cause `error`; it never started, so there is no `started` event), and
-        that record is returned. Otherwise the `started` event is emitted before this returns.
+        `stdin`, `timeout_ms` and `output_retention_bytes`. A program that cannot be started (not found,
+        not executable, a missing cwd, a sandbox that cannot be applied) is not an error: the process is
+        recorded with status `failed`, gets a single `failed` event (cause `error`; it never started, so
+        there is no `started` event), and that record is returned. Otherwise the `started` event is
+        emitted before this returns.
         """
         if self._closed:
             raise WorkerError(ErrorCode.INTERNAL, "the worker is shutting down")
@@ -112,12 +116,14 @@ class ProcessRegistry:
             cwd=os.fspath(cwd.absolute()),
             started_at=time.time_ns(),
             started_ns=time.monotonic_ns(),
-            output=OutputBuffer(self._retain),
+            output=OutputBuffer(self._retain or params.output_retention_bytes),
             done=loop.create_future(),
         )
         self._next_id += 1
         try:
-            transport, pipes = await _spawn(argv, cwd, env, preexec_fn, process.output, stdin=params.stdin)
+            transport, pipes = await spawn(
+                spawner, lambda: _Pipes(process.output), argv, cwd=cwd, env=env, stdin=params.stdin
+            )
         except (OSError, subprocess.SubprocessError) as exc:
             _log.info("process %s (%s) could not start: %s", process.id, argv[0], exc)
             self._processes[process.id] = process
@@ -170,7 +176,7 @@ class ProcessRegistry:
         if params.min_dwell > 0 and output.total_bytes > offset and not output.closed:
             # Never dwell for more than half the retention: waiting for bytes the buffer cannot keep would
             # make this very read lose the oldest of them (half leaves room for the next pipe chunks).
-            wanted = max(offset, output.retained_start) + min(params.max_bytes, self._retain // 2)
+            wanted = max(offset, output.retained_start) + min(params.max_bytes, output.retain_bytes // 2)
             await output.wait_total(wanted, params.min_dwell / 1e9)
         start, data, truncated = output.read(offset, params.max_bytes)
         return ProcessReadResult.model_validate(
@@ -279,9 +285,7 @@ class ProcessRegistry:
         if not done:
             process.transport.close()  # ends the pipe, so the record can end
 
-    async def _supervise(
-        self, process: _Process, transport: asyncio.SubprocessTransport, pipes: _Pipes
-    ) -> None:
+    async def _supervise(self, process: _Process, transport: ChildTransport, pipes: _Pipes) -> None:
         await pipes.exited
         ended_at, ended_ns = time.time_ns(), time.monotonic_ns()
         # The pipe closes when its last writer is gone: the process and every descendant that kept it.
@@ -334,7 +338,7 @@ class CommandOutcome:
     """Every byte the command wrote; more than `len(output)` when the output was cut."""
     exit_code: int | None
     """The exit status (127 or 126 for a program that could not start), or None when a signal ended
-    the command or the sandbox hook failed."""
+    the command or the sandbox could not be applied."""
     signal: str | None
     """The name of the signal that ended the command (`KILL`, `TERM`, ...), or None."""
     timed_out: bool
@@ -364,7 +368,7 @@ async def run_command(
     *,
     cwd: Path,
     env: dict[str, str],
-    preexec_fn: Callable[[], None] | None,
+    spawner: Spawner,
     timeout_ms: int | None,
     max_output_bytes: int,
 ) -> CommandOutcome:
@@ -381,9 +385,9 @@ async def run_command(
     output = OutputBuffer(max_output_bytes)
     began = time.monotonic_ns()
     try:
-        transport, pipes = await _spawn(argv, cwd, env, preexec_fn, output, stdin=False)
+        transport, pipes = await spawn(spawner, lambda: _Pipes(output), argv, cwd=cwd, env=env, stdin=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        # As a shell reports it: 127 not found, 126 not executable; None when the sandbox hook failed.
+        # As a shell reports it: 127 not found, 126 not executable; None when the sandbox could not be applied.
         code = 127 if isinstance(exc, FileNotFoundError) else 126 if isinstance(exc, OSError) else None
         return CommandOutcome(b"", 0, code, None, False, time.monotonic_ns() - began, start_error=str(exc))
     pgid = transport.get_pid()
@@ -489,7 +493,7 @@ class _Process:
     started_ns: int  # monotonic clock
     output: OutputBuffer
     done: asyncio.Future[None]  # resolved once the terminal event is out
-    transport: asyncio.SubprocessTransport | None = None  # None when the start failed
+    transport: ChildTransport | None = None  # None when the start failed
     pipes: _Pipes | None = None
     pid: int | None = None
     status: ProcessStatus = ProcessStatus.RUNNING
@@ -535,31 +539,6 @@ def _event(
     event_type: ProcessEventType, cause: ProcessEventCause, record: ExecutionProcessV4
 ) -> ProcessEvent:
     return ProcessEvent.model_validate({"Type": event_type, "Cause": cause, "Process": record})
-
-
-async def _spawn(
-    argv: list[str],
-    cwd: Path,
-    env: dict[str, str],
-    preexec_fn: Callable[[], None] | None,
-    output: OutputBuffer,
-    *,
-    stdin: bool,
-) -> tuple[asyncio.SubprocessTransport, _Pipes]:
-    loop = asyncio.get_running_loop()
-    return await loop.subprocess_exec(
-        lambda: _Pipes(output),
-        *argv,
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        preexec_fn=preexec_fn,
-        # A session of its own, hence a process group of its own (pgid = pid) that signals reach as a
-        # whole, and no way to take over the worker's controlling terminal.
-        start_new_session=True,
-    )
 
 
 async def _end_group(

@@ -4,13 +4,13 @@ spec/schema/permissions/permission_modes.schema.json and spec/schema/worker/exec
 
 `read_only` commands may write no file anywhere; `standard` commands may write only beneath the execution root
 and a private temporary directory. Both may read and execute everything, and both may write the few character
-devices that ordinary commands open for writing. The ruleset is built once per policy in the worker; each spawn
-only enforces it in the child, through `Sandbox.preexec` as `preexec_fn`:
+devices that ordinary commands open for writing. The ruleset is built once per policy in the worker, and
+enforced once, on the thread of the policy's `ConfinedSpawner`, whose children all inherit it:
 
     sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (root, private_tmp)))
-    process = await asyncio.create_subprocess_exec(*argv, preexec_fn=sandbox.preexec)
+    child = await sandbox.spawner.popen(argv, cwd=root)
 
-If `preexec` fails in the child, the spawn raises `subprocess.SubprocessError` and the command never runs.
+If the ruleset cannot be enforced, every spawn raises `subprocess.SubprocessError` and no command runs.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from wuu.generated.models import PermissionMode
 from wuu.worker.native import landlock
 from wuu.worker.native.landlock import AccessFs
+from wuu.worker.native.spawner import ConfinedSpawner
 
 # ABI 3 is the first that restricts truncation; below it a confined command could still empty any file it can
 # open for reading.
@@ -70,7 +71,7 @@ def sandbox_abi() -> int:
 
 
 class Sandbox:
-    """Prepared once per policy (creates the ruleset fd in the parent); cheap per command."""
+    """Prepared once per policy (the ruleset fd, then the confined spawner thread); cheap per command."""
 
     def __init__(self, policy: SandboxPolicy) -> None:
         """Build the Landlock ruleset for `policy`; raises SandboxUnavailable when it cannot be enforced."""
@@ -95,17 +96,23 @@ class Sandbox:
             self._fd = landlock.create_ruleset(rules, abi)
         except OSError as error:
             raise SandboxUnavailable(f"the Landlock ruleset cannot be built: {error}") from error
+        self._spawner: ConfinedSpawner | None = None
 
-    def preexec(self) -> None:
-        """Confine the calling process; pass it as `preexec_fn`, it runs in the child between fork and exec.
+    @property
+    def spawner(self) -> ConfinedSpawner:
+        """The spawner whose children run confined by this policy (its thread starts on first use).
 
-        The ruleset fd is close-on-exec, so the child still holds it here (subprocess closes other fds only
-        after `preexec_fn`) and the command never sees it.
+        The ruleset fd is close-on-exec: the thread holds the domain, no command sees the fd.
         """
-        landlock.restrict_self(self._fd)
+        if self._spawner is None:
+            fd = self._fd
+            self._spawner = ConfinedSpawner(lambda: landlock.restrict_self(fd))
+        return self._spawner
 
     def close(self) -> None:
-        """Close the ruleset fd; later spawns with `preexec` fail instead of running unconfined."""
+        """Close the ruleset fd and stop the spawner; later spawns fail instead of running unconfined."""
+        if self._spawner is not None:
+            self._spawner.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -61,9 +61,12 @@ from .paths import resolve
 from .processes import ProcessRegistry, run_command
 from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
 from .sensitive import SensitivePaths, default_home, default_wuu_home
+from .spawner import Spawner
 
 VERSION = "0.1.0"
 CAPABILITIES = ("process.start.v1",)
+# Unconfined commands start on the event loop's thread.
+UNCONFINED = Spawner()
 
 
 class NativeWorker:
@@ -203,16 +206,16 @@ class NativeWorker:
 
     def _command_setup(
         self, cwd: str | None, env: dict[str, str] | None, mode: PermissionMode
-    ) -> tuple[Path, dict[str, str], Callable[[], None] | None]:
-        """The resolved working directory, the command environment and the sandbox hook of a command."""
+    ) -> tuple[Path, dict[str, str], Spawner]:
+        """The resolved working directory, the command environment and the spawner of a command."""
         assert self._binding is not None and self._private is not None
         directory = self._path(cwd, mode, write=False) if cwd else self._root
         environment = command_environment(self._private / "tmp", self._binding.environment, env)
         return directory, environment, self._sandbox(mode)
 
-    def _sandbox(self, mode: PermissionMode) -> Callable[[], None] | None:
+    def _sandbox(self, mode: PermissionMode) -> Spawner:
         if mode is PermissionMode.UNCONFINED:
-            return None
+            return UNCONFINED
         sandbox = self._sandboxes.get(mode)
         if sandbox is None:
             assert self._private is not None
@@ -222,15 +225,15 @@ class NativeWorker:
             except SandboxUnavailable as error:
                 raise WorkerError(ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
             self._sandboxes[mode] = sandbox
-        return sandbox.preexec
+        return sandbox.spawner
 
     async def _exec_command(self, args: ExecCommandArguments, mode: PermissionMode) -> ToolResult:
-        cwd, env, preexec = self._command_setup(args.cwd, args.env, mode)
+        cwd, env, spawner = self._command_setup(args.cwd, args.env, mode)
         outcome = await run_command(
             list(args.argv),
             cwd=cwd,
             env=env,
-            preexec_fn=preexec,
+            spawner=spawner,
             timeout_ms=args.timeout_ms,
             max_output_bytes=WORKER_MIN_RETAINED_OUTPUT_BYTES,
         )
@@ -257,10 +260,8 @@ class NativeWorker:
         return self._processes
 
     async def process_start(self, params: ProcessStartParams, context: RequestContext) -> ExecutionProcessV4:
-        cwd, env, preexec = self._command_setup(params.cwd, params.env, params.permission_mode)
-        return await self.processes.start(
-            params, argv=list(params.argv), cwd=cwd, env=env, preexec_fn=preexec
-        )
+        cwd, env, spawner = self._command_setup(params.cwd, params.env, params.permission_mode)
+        return await self.processes.start(params, argv=list(params.argv), cwd=cwd, env=env, spawner=spawner)
 
     async def process_list(self, params: ProcessListParams, context: RequestContext) -> ProcessListResult:
         return ProcessListResult(processes=self.processes.list())
