@@ -2,5 +2,5 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """Code generated from the Wuu protocol spec (spec/): models, catalogs, clients, validators, protobuf.
 
-Modules by spec area: `config`, `meta`, `permissions`, `receipts`, `userhost`, `worker`; every model also in `models`.
+Modules by spec area: `config`, `meta`, `permissions`, `receipts`, `userhost`, `worker`; every model also in `models`, which loads them lazily.
 """

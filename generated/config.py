@@ -2,64 +2,803 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/config/."""
 
-from .models import (
-    ApptainerExecutionProfile,
-    CloudNetworkMode,
-    CommandExecutionProfile,
-    ContainerImageReference,
-    ContainerNetworkMode,
-    DaytonaExecutionProfile,
-    DockerExecutionProfile,
-    ExecutionEnvironments,
-    ExecutionProfile,
-    LocalExecutionProfile,
-    ModalExecutionProfile,
-    ProfileAbsolutePath,
-    ProfileArgv,
-    ProfileCpus,
-    ProfileEnvName,
-    ProfileForwardEnv,
-    ProfileLifetimeSeconds,
-    ProfileMemoryMb,
-    ProfileName,
-    ProfilePersistent,
-    ProfileShared,
-    ProfileShutdownTimeoutMs,
-    ProfileWholeCpus,
-    SingularityExecutionProfile,
-    SingularityImageReference,
-    SshExecutionProfile,
-    UserConfiguration,
-    VercelExecutionProfile,
-)
+from enum import StrEnum
+from re import compile
+from typing import Annotated, Literal
 
-__all__ = [
-    "ApptainerExecutionProfile",
-    "CloudNetworkMode",
-    "CommandExecutionProfile",
+from pydantic import ConfigDict, Field
+from typing_extensions import TypeAliasType
+
+from wuu.generated.wire import WireModel
+
+
+class CloudNetworkMode(StrEnum):
+    """
+    The network of a cloud sandbox (Modal, Daytona, Vercel).
+    """
+
+    NONE = "none"
+    """
+    Network isolation: the sandbox has no network access (Modal `block_network`, Daytona `network_block_all`, Vercel deny-all network policy).
+    """
+    OUTBOUND = "outbound"
+    """
+    The provider's default network: outbound access from the sandbox.
+    """
+
+
+ContainerImageReference = TypeAliasType(
     "ContainerImageReference",
-    "ContainerNetworkMode",
-    "DaytonaExecutionProfile",
-    "DockerExecutionProfile",
-    "ExecutionEnvironments",
-    "ExecutionProfile",
-    "LocalExecutionProfile",
-    "ModalExecutionProfile",
+    Annotated[
+        str,
+        Field(
+            min_length=1,
+            pattern=compile("^[^\\s-]\\S*\\Z"),
+            title="ContainerImageReference",
+        ),
+    ],
+)
+"""
+An OCI image reference (`name[:tag][@digest]`, optionally with a registry host) of a worker image that contains the Wuu worker of the host's revision. It has no whitespace and MUST NOT start with `-`.
+"""
+
+
+class ContainerNetworkMode(StrEnum):
+    """
+    The network of a container environment (Docker, Singularity, Apptainer).
+    """
+
+    NONE = "none"
+    """
+    A private network namespace with only a loopback interface: no network access. Docker `--network none`; Singularity/Apptainer `--net --network none`.
+    """
+    BRIDGE = "bridge"
+    """
+    A private network namespace with outbound access through the runtime's NAT bridge; the container's ports are not reachable from outside unless published. Docker `--network bridge`; Singularity/Apptainer `--net --network bridge` (the host configuration must permit it).
+    """
+    HOST = "host"
+    """
+    No network namespace of its own: the environment shares the host's network, including services bound to the host's loopback. Docker `--network host`; the Singularity/Apptainer default.
+    """
+
+
+ProfileAbsolutePath = TypeAliasType(
     "ProfileAbsolutePath",
+    Annotated[
+        str,
+        Field(
+            pattern=compile("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z"),
+            title="ProfileAbsolutePath",
+        ),
+    ],
+)
+"""
+An absolute, normalized POSIX path: it starts with `/` (pattern `^/`), has no empty, `.` or `..` component and no trailing `/`, and is not `/` itself. A relative path or a path starting with `~` is a configuration error; the host does not expand `~` or environment variables.
+"""
+
+ProfileArgvItem = TypeAliasType(
+    "ProfileArgvItem",
+    Annotated[str, Field(min_length=1, pattern=compile("^(/|[^/]+\\Z)"))],
+)
+"""
+The program: an absolute path or a bare program name.
+"""
+
+ProfileArgv = TypeAliasType(
     "ProfileArgv",
-    "ProfileCpus",
+    Annotated[list[ProfileArgvItem | str], Field(min_length=1, title="ProfileArgv")],
+)
+"""
+A program and its arguments, executed directly without a shell. The first element is the program: either an absolute path, or a bare program name (no `/`) that is looked up on the `PATH` of the place where the program runs. A relative path containing `/` (such as `./bin/worker`) MUST NOT be used as the first element, because no working directory is defined for resolving it. Later elements are passed verbatim.
+"""
+
+ProfileCpus = TypeAliasType("ProfileCpus", Annotated[float, Field(gt=0.0, title="ProfileCpus")])
+"""
+A CPU limit in CPUs; fractions are allowed (for example 0.5). Omitted: no limit beyond the runtime's or provider's default.
+"""
+
+ProfileEnvName = TypeAliasType(
     "ProfileEnvName",
+    Annotated[
+        str,
+        Field(pattern=compile("^[A-Za-z_][A-Za-z0-9_]*\\Z"), title="ProfileEnvName"),
+    ],
+)
+"""
+The name of an environment variable: an ASCII letter or `_`, followed by ASCII letters, digits or `_`.
+"""
+
+ProfileForwardEnv = TypeAliasType(
     "ProfileForwardEnv",
+    Annotated[
+        list[ProfileEnvName],
+        Field(json_schema_extra={"x-unique-items": True}, title="ProfileForwardEnv"),
+    ],
+)
+"""
+The names of the host environment variables forwarded into the environment; no name appears twice. Only the named variables are forwarded, with the values they have in the host's environment when the environment starts; they reach the worker through the authenticated worker connection (the initialize binding's `environment`) and are visible to every workspace command. A named variable that is missing from the host's environment rejects startup. A secret that workspace commands must not access MUST NOT be listed. Omitted: nothing is forwarded.
+"""
+
+ProfileLifetimeSeconds = TypeAliasType(
     "ProfileLifetimeSeconds",
+    Annotated[int, Field(ge=0, le=2147483647, title="ProfileLifetimeSeconds")],
+)
+"""
+A duration in seconds that is at once the idle timeout of a worker left without a connection (it exits after this long with no host connected) and, for cloud backends, the environment's lifetime or auto-stop interval at the provider. 0 or omitted selects 600 seconds. Docker container retention does not depend on it (see `persistent`).
+"""
+
+ProfileMemoryMb = TypeAliasType(
     "ProfileMemoryMb",
+    Annotated[int, Field(ge=1, le=2147483647, title="ProfileMemoryMb")],
+)
+"""
+A memory limit in mebibytes (MiB, 1,048,576 bytes). Omitted: no limit beyond the runtime's or provider's default.
+"""
+
+ProfileName = TypeAliasType(
     "ProfileName",
-    "ProfilePersistent",
-    "ProfileShared",
+    Annotated[
+        str,
+        Field(pattern=compile("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\\Z"), title="ProfileName"),
+    ],
+)
+"""
+The name of an execution profile: 1 to 64 characters, an ASCII letter or digit followed by ASCII letters, digits, `.`, `_` or `-`. Names are compared exactly (case-sensitive).
+"""
+
+ProfilePersistent = TypeAliasType("ProfilePersistent", Annotated[bool, Field(title="ProfilePersistent")])
+"""
+When true, the environment is retained across a clean disconnect and reused by the next connection of the same conversation: Docker keeps the container, Singularity and Apptainer keep the workspace, SSH keeps the workspace, Modal takes a filesystem snapshot, Daytona stops the environment and Vercel uses a persistent sandbox. Retention does not guarantee that running processes survive a cloud stop, a provider timeout or a machine restart. When retained state is missing at reconnection, startup fails with an error; the host MUST NOT silently replace a saved filesystem. When false: a Docker container is removed at runtime shutdown, Singularity and Apptainer state when the connection closes, an SSH workspace when the detached worker exits after its idle timeout, and a cloud environment is stopped and deleted at clean disconnect. A Docker container that is not persistent MUST NOT outlive its connection however the host ends (SIGKILL included): its main process ends when the host's attached stream closes, and Docker then removes it. Otherwise an abrupt host termination can leave resources behind in either case; retained cloud resources and snapshots may keep incurring charges until removed through the provider.
+"""
+
+ProfileShared = TypeAliasType("ProfileShared", Annotated[bool, Field(title="ProfileShared")])
+"""
+When true, every conversation that uses this profile (forks included) uses one environment identity and therefore one filesystem; tool state and process ownership stay separate per conversation. When false, each conversation, and each fork, gets its own environment. A shared environment is retained for the other conversations when one disconnects.
+"""
+
+ProfileShutdownTimeoutMs = TypeAliasType(
     "ProfileShutdownTimeoutMs",
+    Annotated[int, Field(ge=0, le=2147483647, title="ProfileShutdownTimeoutMs")],
+)
+"""
+The host's total budget, in milliseconds, from closing the worker connection's input (EOF) to the exit of the worker or adapter, covering the drain of in-flight requests and the cleanup of provider resources. 0 or omitted selects the backend's default (the `default` of the branch's `shutdown_timeout_ms`); a positive value is used as given. A cleanup that succeeds early ends the wait early. When the budget expires, the host terminates the transport and reports failure; remote resource state may then be unknown. For a delegating or nested command adapter the budget MUST exceed the whole chain of inner request drains and cleanups, each nested delegate included.
+"""
+
+ProfileWholeCpus = TypeAliasType(
     "ProfileWholeCpus",
-    "SingularityExecutionProfile",
+    Annotated[int, Field(ge=1, le=2147483647, title="ProfileWholeCpus")],
+)
+"""
+A CPU allocation in whole cores, for providers that allocate whole cores only. Omitted: the provider's default.
+"""
+
+SingularityImageReference = TypeAliasType(
     "SingularityImageReference",
-    "SshExecutionProfile",
-    "UserConfiguration",
-    "VercelExecutionProfile",
-]
+    Annotated[
+        str,
+        Field(
+            pattern=compile("^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\S+\\Z"),
+            title="SingularityImageReference",
+        ),
+    ],
+)
+"""
+A Singularity/Apptainer worker image: the absolute path of a SIF file on the host, or a source URI (`docker://`, `oras://`, `library://`, ...). The image contains the Wuu worker of the host's revision. A relative path is a configuration error.
+"""
+
+
+class SshExecutionProfile(WireModel):
+    """
+    A reachable Unix host over SSH with a Wuu executable of the host's revision installed. The host authenticates with the user's SSH setup and MUST verify the server's host key strictly against the known-hosts file: an unknown or changed key fails the connection, and no key is ever accepted or added automatically. Limits and network policy belong to the server. Node.js 22.19 or later on the server is required for programmatic tool calling; Git and ripgrep are required for their tools.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    backend: Literal["ssh"]
+    """
+    The backend: `ssh`.
+    """
+    host: Annotated[str, Field(pattern="^[^\\s-]\\S*\\Z")]
+    """
+    The SSH destination: a host name, an IP address or an alias from the user's SSH configuration, optionally prefixed with `user@`. It has no whitespace and MUST NOT start with `-`.
+    """
+    port: Annotated[int | None, Field(ge=1, json_schema_extra={"x-not-null": True}, le=65535)] = None
+    """
+    The TCP port of the SSH server. Omitted: the port the user's SSH configuration gives for `host`, else 22.
+    """
+    identity_file: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The absolute path, on the host, of the private key to authenticate with. Omitted: the user's SSH configuration and agent.
+    """
+    known_hosts_file: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = (
+        None
+    )
+    """
+    The absolute path, on the host, of the known-hosts file that verifies the server's host key. Omitted: the user's SSH configuration (by default `~/.ssh/known_hosts`).
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, on the server, of the directory beneath which the host creates one conversation-specific subdirectory that the worker binds as its root. The remote account MUST be able to create that subdirectory.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker on the server. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 7000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+
+
+class VercelExecutionProfile(WireModel):
+    """
+    A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["vercel"]
+    """
+    The backend: `vercel`.
+    """
+    image: ContainerImageReference
+    """
+    The worker image, accessible to the provider.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the sandbox, of the workspace directory that the worker binds as its root. It starts empty; nothing is copied between the local project and the environment.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the sandbox. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 90000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 90000 (cloud backend).
+    """
+    python: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the Vercel sandbox tooling installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
+    """
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
+    """
+    The environment's network. Omitted: `outbound`.
+    """
+    cpus: Annotated[ProfileWholeCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU allocation in whole cores. Memory follows this allocation.
+    """
+
+
+class ApptainerExecutionProfile(WireModel):
+    """
+    A Apptainer container started from a worker image with the installed `apptainer` runtime. Resource and network settings use the runtime's CPU, memory and network-namespace options, which the host's runtime configuration must permit.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["apptainer"]
+    """
+    The backend: `apptainer`.
+    """
+    image: SingularityImageReference
+    """
+    The worker image.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the environment, of the workspace directory that the worker binds as its root. It starts empty unless `host_workspace` is mounted there; nothing is copied between the local project and the environment.
+    """
+    host_workspace: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = (
+        None
+    )
+    """
+    The absolute path of a host directory that Apptainer mounts at `workspace`. The mount shares the directory with every conversation that mounts it, whatever `shared` says, even when their environments are separate. Omitted: nothing is mounted.
+    """
+    mount_read_only: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, `host_workspace` is mounted read-only, so the environment cannot write to it. It MUST NOT be given without `host_workspace`.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the container. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 7000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.HOST
+    )
+    """
+    The environment's network (the runtime's default is the host network). Omitted: `host`.
+    """
+    cpus: Annotated[ProfileCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU limit.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory limit in MiB.
+    """
+
+
+class CommandExecutionProfile(WireModel):
+    """
+    An execution adapter: a trusted local program that implements the v4 execution backend protocol on its standard input and output and owns provisioning and enforcement. Selecting one grants it the host permissions of Wuu. The host conveys the environment identity, the forwarded variables and retention through the initialize binding (`identity`, `environment`, `require_existing_workspace`, `remove_workspace_on_exit`). A delegating adapter's peer budget (`shutdown_grace_ms` of the SDK's delegate options) is adapter configuration, not a profile field; `shutdown_grace_ms` here is an unknown field.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["command"]
+    """
+    The backend: `command`.
+    """
+    command: ProfileArgv
+    """
+    The adapter program and its arguments, run on the host. A bare program name is looked up on the host's `PATH`.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, in the adapter's environment, of the workspace directory the adapter binds as its root (the initialize binding's `root`).
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 60000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 60000 (command adapter: the SDK's 35-second cancellation drain, its 10-second delegated cleanup and transport overhead).
+    """
+
+
+class DaytonaExecutionProfile(WireModel):
+    """
+    A Daytona sandbox. The host transport needs Python 3.10 or later with the `daytona` SDK and configured Daytona credentials. With `persistent`, the sandbox is stopped instead of deleted.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["daytona"]
+    """
+    The backend: `daytona`.
+    """
+    image: ContainerImageReference
+    """
+    The worker image, accessible to the provider.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the sandbox, of the workspace directory that the worker binds as its root. It starts empty; nothing is copied between the local project and the environment.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the sandbox. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 90000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 90000 (cloud backend).
+    """
+    python: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the `daytona` SDK installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
+    """
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
+    """
+    The environment's network. Omitted: `outbound`.
+    """
+    cpus: Annotated[ProfileWholeCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU allocation in whole cores.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory limit in MiB. Daytona allocates whole GiB: the host rounds the value up to the next multiple of 1024.
+    """
+
+
+class DockerExecutionProfile(WireModel):
+    """
+    A Docker container started from a worker image by a running Docker service. The host removes the container at runtime shutdown unless `persistent`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    backend: Literal["docker"]
+    """
+    The backend: `docker`.
+    """
+    image: ContainerImageReference
+    """
+    The worker image (for example `wuu-execution:local`).
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the environment, of the workspace directory that the worker binds as its root. It starts empty unless `host_workspace` is mounted there; nothing is copied between the local project and the environment.
+    """
+    host_workspace: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = (
+        None
+    )
+    """
+    The absolute path of a host directory that Docker mounts at `workspace`. The mount shares the directory with every conversation that mounts it, whatever `shared` says, even when their environments are separate. Omitted: nothing is mounted.
+    """
+    mount_read_only: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, `host_workspace` is mounted read-only, so the environment cannot write to it. It MUST NOT be given without `host_workspace`.
+    """
+    user: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?\\Z",
+        ),
+    ] = None
+    """
+    The container user the worker runs as: a user name or numeric uid, optionally followed by `:` and a group name or numeric gid (Docker `--user` syntax). Omitted: with `host_workspace` on a Linux host, the host user's uid and gid, which preserves file ownership in the mount; otherwise the image's user.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the container. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 7000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.BRIDGE
+    )
+    """
+    The environment's network. Omitted: `bridge`.
+    """
+    cpus: Annotated[ProfileCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU limit.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory limit in MiB.
+    """
+
+
+class LocalExecutionProfile(WireModel):
+    """
+    Local execution by a native worker that the host starts as a child process on the host. The worker's root is the conversation's local project, and the conversation's permission mode and the host's OS sandbox apply as for `default: "local"`, which is the same as a profile `{"backend": "local"}` with every field omitted.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["local"]
+    """
+    The backend: `local`.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker on the host. Omitted: the default worker command of the host's Wuu installation.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 7000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+
+
+class ModalExecutionProfile(WireModel):
+    """
+    A Modal sandbox. The host transport needs Python 3.10 or later with the `modal` SDK 1.5 or later and configured Modal credentials. With `persistent`, the filesystem is kept as a snapshot.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["modal"]
+    """
+    The backend: `modal`.
+    """
+    image: ContainerImageReference
+    """
+    The worker image, accessible to the provider.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the sandbox, of the workspace directory that the worker binds as its root. It starts empty; nothing is copied between the local project and the environment.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the sandbox. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 90000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 90000 (cloud backend).
+    """
+    python: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the `modal` SDK 1.5 or later installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
+    """
+    network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        CloudNetworkMode.OUTBOUND
+    )
+    """
+    The environment's network. Omitted: `outbound`.
+    """
+    cpus: Annotated[ProfileCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU limit.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory limit in MiB.
+    """
+
+
+class SingularityExecutionProfile(WireModel):
+    """
+    A Singularity container started from a worker image with the installed `singularity` runtime. Resource and network settings use the runtime's CPU, memory and network-namespace options, which the host's runtime configuration must permit.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    backend: Literal["singularity"]
+    """
+    The backend: `singularity`.
+    """
+    image: SingularityImageReference
+    """
+    The worker image.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the environment, of the workspace directory that the worker binds as its root. It starts empty unless `host_workspace` is mounted there; nothing is copied between the local project and the environment.
+    """
+    host_workspace: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = (
+        None
+    )
+    """
+    The absolute path of a host directory that Singularity mounts at `workspace`. The mount shares the directory with every conversation that mounts it, whatever `shared` says, even when their environments are separate. Omitted: nothing is mounted.
+    """
+    mount_read_only: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, `host_workspace` is mounted read-only, so the environment cannot write to it. It MUST NOT be given without `host_workspace`.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the container. Omitted: the default worker command of the host's Wuu installation.
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected worker's idle timeout (and, for cloud backends, the environment's lifetime) in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 7000
+    """
+    The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+    network: Annotated[ContainerNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        ContainerNetworkMode.HOST
+    )
+    """
+    The environment's network (the runtime's default is the host network). Omitted: `host`.
+    """
+    cpus: Annotated[ProfileCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU limit.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory limit in MiB.
+    """
+
+
+ExecutionProfile = TypeAliasType(
+    "ExecutionProfile",
+    Annotated[
+        LocalExecutionProfile
+        | CommandExecutionProfile
+        | DockerExecutionProfile
+        | SshExecutionProfile
+        | SingularityExecutionProfile
+        | ApptainerExecutionProfile
+        | ModalExecutionProfile
+        | DaytonaExecutionProfile
+        | VercelExecutionProfile,
+        Field(discriminator="backend", title="ExecutionProfile"),
+    ],
+)
+"""
+One execution environment, selected by `backend`; each backend has its own closed set of fields, and a field of another backend is an unknown field. Rules common to every backend: (1) Every environment runs a worker that speaks the v4 execution-worker protocol; the host and the worker MUST be the same Wuu revision, and a protocol mismatch stops execution. (2) The host MUST apply every resource and network setting the profile gives (`cpus`, `memory_mb`, `network`, `mount_read_only`); a backend or host that cannot apply one fails startup with an error naming the field and MUST NOT run without it. (3) Container and VM isolation is separate from the conversation's permission mode: the worker still enforces the mode inside the environment. (4) Cloud credentials (Modal, Daytona, Vercel) come from the provider's normal SDK or CLI login; the host transport uses them to provision the environment and MUST NOT forward them to workspace commands unless they are named in `forward_env`. (5) A transport disconnect never replays the interrupted tool call: its outcome is reported as unknown, and a later call can reconnect to the saved worker. Background process controls address the environment's own process registry, never a host PID. (6) Omitted or zero `shutdown_timeout_ms` and `lifetime_seconds` resolve to the backend's defaults. `x-backend-defaults` lists, per backend, every field of that branch that has a single default, with the value used when the field is omitted (or zero, for `shutdown_timeout_ms` and `lifetime_seconds`); it equals the `default` keywords of the branch's properties.
+"""
+
+
+class ExecutionEnvironments(WireModel):
+    """
+    The `execution_environments` key of the user configuration: where workspace-bound built-in conversations run their workspace tools (file tools, search, shell commands, Git, programmatic tool calling and background processes). It is user-owned: the host reads it only from the user's own configuration, and project configuration MUST NOT set, add or override it (so it cannot install or select an execution adapter). The host reads it when it starts; an edit takes effect after a full restart. A new conversation saves the selected profile name together with the profile; editing or deleting the profile later does not move an existing conversation, and a conversation saved without a selection runs locally. A fork inherits its parent's saved profile; in-place subagents and read-only side conversations use their parent's environment. Personal user-bound runtimes do not use this configuration, and an external engine refuses a conversation whose selected environment is not local. Model connections, plugins, browser integration, notes and history always stay on the host, and this configuration does not sandbox extensions.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    default: Annotated[ProfileName, Field(json_schema_extra={"x-not-null": True})] = "local"
+    """
+    The environment new conversations use: the name of an entry of `profiles`, or `local` for local execution. A name that is neither `local` nor a key of `profiles` is a configuration error naming this field.
+    """
+    profiles: Annotated[
+        dict[ProfileName, ExecutionProfile],
+        Field(json_schema_extra={"x-not-null": True}, validate_default=True),
+    ] = {}
+    """
+    The named execution profiles, keyed by profile name. The name `local` is reserved for local execution and MUST NOT be a key. Removing a profile removes only configuration: it never deletes a retained environment.
+    """
+
+
+class UserConfiguration(WireModel):
+    """
+    The user configuration: one JSON object. A reader rejects an unknown key.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    composition_profile: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_-]{0,63}\\Z"),
+    ] = None
+    """
+    The configured composition profile: what a host composes, and which providers it selects, when no `--composition-profile` overrides it. `personal` selects the Personal plugin and the bundled review-ledger provider `wuu.review-ledger.sqlite` (`spec/data/review_ledger_sqlite.json`).
+    """
+    execution_environments: Annotated[
+        ExecutionEnvironments | None, Field(json_schema_extra={"x-not-null": True})
+    ] = None
+    """
+    The execution profiles (`ExecutionEnvironments`).
+    """

@@ -2,38 +2,416 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/meta/."""
 
-from .models import (
-    CapabilityEntry,
-    ConformanceRequirement,
-    ConformanceRequirements,
-    ConstantUnit,
-    MethodCatalog,
-    MethodDirection,
-    MethodEntry,
-    MethodKind,
-    ProtocolConstant,
-    RequirementTier,
-    SqliteColumn,
-    SqliteColumnType,
-    SqliteLayout,
-    SqliteTable,
-    ToolEntry,
+from enum import StrEnum
+from re import compile
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+from typing_extensions import TypeAliasType
+
+from wuu.generated.wire import WireModel
+
+
+class CapabilityEntry(WireModel):
+    """
+    One capability of a protocol's handshake.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    capability: Annotated[str, Field(min_length=1)]
+    """
+    The capability's name.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What granting it promises.
+    """
+
+
+class ConstantUnit(StrEnum):
+    """
+    What a protocol constant counts.
+    """
+
+    BYTES = "bytes"
+    """
+    A size in bytes.
+    """
+    MILLISECONDS = "milliseconds"
+    """
+    A duration in milliseconds.
+    """
+    SECONDS = "seconds"
+    """
+    A duration in seconds.
+    """
+    COUNT = "count"
+    """
+    A number of items.
+    """
+    VERSION = "version"
+    """
+    A protocol version number.
+    """
+
+
+class MethodDirection(StrEnum):
+    """
+    Who sends a method's request or notification.
+    """
+
+    HOST_TO_WORKER = "host_to_worker"
+    """
+    Worker protocol: the host sends it; the worker answers.
+    """
+    WORKER_TO_HOST = "worker_to_host"
+    """
+    Worker protocol: the worker sends it (a notification or a callback request).
+    """
+    CLIENT_TO_HOST = "client_to_host"
+    """
+    User-host RPC: a client sends it; the user host answers.
+    """
+    HOST_TO_CLIENT = "host_to_client"
+    """
+    User-host RPC: the user host sends it to a client.
+    """
+
+
+class MethodKind(StrEnum):
+    """
+    How a method travels.
+    """
+
+    REQUEST = "request"
+    """
+    A request answered by exactly one reply.
+    """
+    NOTIFICATION = "notification"
+    """
+    A one-way message with no reply.
+    """
+    PLUGIN_REQUEST = "plugin_request"
+    """
+    A plugin method carried inside `plugin/client/request`.
+    """
+
+
+class ProtocolConstant(WireModel):
+    """
+    A named number of the protocol: a limit, a default or a budget.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
+    """
+    The constant's name; the generators emit it upper-cased.
+    """
+    value: Annotated[int, Field(ge=-9223372036854775808, le=9223372036854775807)]
+    """
+    The constant's value.
+    """
+    unit: ConstantUnit
+    """
+    What the value counts.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the constant bounds, and the rule it belongs to.
+    """
+
+
+class RequirementTier(StrEnum):
+    """
+    Whether every adapter must meet a requirement.
+    """
+
+    MANDATORY = "mandatory"
+    """
+    Every adapter must meet it; a mandatory requirement without a case is a failure of the suite itself.
+    """
+    CAPABILITY = "capability"
+    """
+    It applies only when the adapter advertises the capability or the optional method named in `applies_to`; otherwise its cases are skipped.
+    """
+
+
+class SqliteColumnType(StrEnum):
+    """
+    The declared type of a column, which is also the SQLite storage class (`typeof`) of every non-NULL value it holds.
+    """
+
+    INTEGER = "INTEGER"
+    """
+    A signed 64-bit integer.
+    """
+    TEXT = "TEXT"
+    """
+    UTF-8 text.
+    """
+
+
+PrimaryKeyItem = TypeAliasType(
+    "PrimaryKeyItem", Annotated[str, Field(pattern=compile("^[a-z][a-z0-9_]{0,63}\\Z"))]
 )
 
-__all__ = [
-    "CapabilityEntry",
-    "ConformanceRequirement",
-    "ConformanceRequirements",
-    "ConstantUnit",
-    "MethodCatalog",
-    "MethodDirection",
-    "MethodEntry",
-    "MethodKind",
-    "ProtocolConstant",
-    "RequirementTier",
-    "SqliteColumn",
-    "SqliteColumnType",
-    "SqliteLayout",
-    "SqliteTable",
-    "ToolEntry",
-]
+
+class ToolEntry(WireModel):
+    """
+    One core workspace tool of `execute`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
+    """
+    The tool's name.
+    """
+    arguments: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
+    """
+    The name of the def its decoded arguments follow.
+    """
+    metadata: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
+    """
+    The name of the def its result's `metadata` follows.
+    """
+    mutating: bool
+    """
+    True when the tool changes files itself; `read_only` refuses it with `permission_denied`.
+    """
+    runs_commands: bool
+    """
+    True when the tool runs a command; in `standard` and `read_only` the command runs under the OS sandbox or gets `sandbox_unavailable`.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the tool does.
+    """
+
+
+class ConformanceRequirement(WireModel):
+    """
+    One requirement.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    id: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\.[a-z0-9]+(-[a-z0-9]+)*\\Z")]
+    """
+    The stable id, `area.behaviour` (for example `init.token-pinned`); the area groups the report.
+    """
+    tier: RequirementTier
+    """
+    Mandatory, or capability.
+    """
+    applies_to: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    For the capability tier: the capability (`process.start.v1`) or optional method (`method:process/write`) it depends on.
+    """
+    spec: Annotated[str, Field(pattern="^[a-z]+/[a-z_]+\\.schema\\.json#(/[^/]+)*\\Z")]
+    """
+    Where the rule is written: a spec schema file and a JSON pointer to the description that states it (`worker/process.schema.json#/$defs/ProcessReadParams`); `#` alone points at the file's own description.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What a conforming adapter does, in one present-tense line.
+    """
+
+
+class ConformanceRequirements(WireModel):
+    """
+    The registry file.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["ConformanceRequirements"], Field(alias="schema")]
+    """
+    The def this file follows.
+    """
+    requirements: Annotated[list[ConformanceRequirement], Field(min_length=1)]
+    """
+    Every requirement, grouped by area.
+    """
+
+
+class MethodEntry(WireModel):
+    """
+    One method of a protocol.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    method: Annotated[str, Field(min_length=1)]
+    """
+    The method's wire name.
+    """
+    direction: MethodDirection
+    """
+    Who sends it.
+    """
+    kind: MethodKind
+    """
+    How it travels.
+    """
+    params: Annotated[str, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
+    """
+    The name of the def its parameters follow.
+    """
+    result: Annotated[str | None, Field(pattern="^[A-Z][A-Za-z0-9]*\\Z")]
+    """
+    The name of the def its result follows; null for a notification.
+    """
+    optional: bool
+    """
+    True when an implementation may omit it (and then answers `unsupported_method`).
+    """
+    capability: str | None
+    """
+    The capability whose grant the method's full contract depends on, or null.
+    """
+    user_input: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    For a `plugin_request` method: true when it takes the host-owned `user_input` envelope. `plugin/client/request` requires `user_input` for such a method and rejects it for every other one, both with `invalid_params`. Absent means false.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the method does.
+    """
+
+
+class SqliteColumn(WireModel):
+    """
+    One column of a table.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}\\Z")]
+    """
+    The column's name.
+    """
+    type: SqliteColumnType
+    """
+    The declared type. A value of another storage class breaks the layout.
+    """
+    nullable: bool
+    """
+    Whether the column may hold NULL. A column that may not is declared `NOT NULL`; a primary-key column never holds NULL.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the column holds, and its rules.
+    """
+
+
+class SqliteTable(WireModel):
+    """
+    One table: it is created as `CREATE TABLE <name> (<column> <type>[ NOT NULL], ..., PRIMARY KEY (<primary_key>, ...))`, with its columns in the order given (an INTEGER primary key of one column is therefore SQLite's rowid). Rows are read in ascending primary-key order: TEXT compared bytewise as UTF-8 (SQLite's BINARY collation), INTEGER numerically.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    name: Annotated[str, Field(pattern="^[a-z][a-z0-9_]{0,63}\\Z")]
+    """
+    The table's name.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What one row of the table is.
+    """
+    columns: Annotated[list[SqliteColumn], Field(max_length=64, min_length=1)]
+    """
+    The columns, in order; their names are distinct.
+    """
+    primary_key: Annotated[list[PrimaryKeyItem], Field(max_length=8, min_length=1)]
+    """
+    The names of the primary-key columns, in key order.
+    """
+
+
+class MethodCatalog(WireModel):
+    """
+    A protocol's catalog file.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    field_schema: Annotated[str, Field(alias="$schema")]
+    """
+    The relative path of this schema file, for editors.
+    """
+    protocol: Annotated[str, Field(pattern="^[a-z]+\\Z")]
+    """
+    Which protocol the catalog describes; equals the catalog file's name.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the protocol is.
+    """
+    constants: list[ProtocolConstant]
+    """
+    The protocol's named numbers.
+    """
+    methods: Annotated[list[MethodEntry], Field(min_length=1)]
+    """
+    Every method, in a stable order.
+    """
+    tools: Annotated[list[ToolEntry] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The core workspace tools (worker protocol only).
+    """
+    capabilities: Annotated[list[CapabilityEntry] | None, Field(json_schema_extra={"x-not-null": True})] = (
+        None
+    )
+    """
+    The capabilities a peer can advertise.
+    """
+
+
+class SqliteLayout(WireModel):
+    """
+    The layout of one SQLite file. A file follows the layout when each of its tables exists with exactly these columns (names and declared types, in this order, `NOT NULL` where not nullable) and every value is NULL (in a nullable column only) or of its column's type. Other tables, indexes and triggers the file may hold are not part of the layout.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["SqliteLayout"], Field(alias="schema")]
+    """
+    Names the def that validates this document (`SqliteLayout`), for data files that carry their own type.
+    """
+    file: Annotated[str, Field(pattern="^<home>/")]
+    """
+    Where the file lives, with the placeholders `<home>` (the host's home: `--home`, else `$WUU_HOME`, else `~/.wuu`) and `<space>` (the user space ID).
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the file is, and the rules of its writers and readers.
+    """
+    user_version: Annotated[int | None, Field(ge=0, le=2147483647)]
+    """
+    The SQLite `user_version` (schema version) a file of this layout carries, or null when the layout does not fix it.
+    """
+    tables: Annotated[list[SqliteTable], Field(max_length=64, min_length=1)]
+    """
+    The tables, in the order every reader and writer takes them; their names are distinct.
+    """

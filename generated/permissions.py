@@ -2,58 +2,548 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/permissions/."""
 
-from .models import (
-    AcpModeFallback,
-    AcpPermissionSettings,
-    ClaudeCodePermissionMode,
-    ClaudeCodePermissionSettings,
-    CodexApprovalPolicy,
-    CodexPermissionSettings,
-    CodexSandboxMode,
-    EnginePermissionRow,
-    EnginePermissionTable,
-    ExternalEngine,
-    PermissionMode,
-    SensitiveBasenameRule,
-    SensitiveHomeRule,
-    SensitiveNameGlob,
-    SensitivePathAbsolute,
-    SensitivePathAccess,
-    SensitivePathHome,
-    SensitivePathRule,
-    SensitivePathRuleId,
-    SensitivePathRules,
-    SensitivePathSuffixRule,
-    SensitivePathVector,
-    SensitivePathVectors,
-    SensitiveRelativeGlob,
-    SensitiveSuffixGlob,
-)
+from enum import StrEnum
+from re import compile
+from typing import Annotated, Literal
 
-__all__ = [
-    "AcpModeFallback",
-    "AcpPermissionSettings",
-    "ClaudeCodePermissionMode",
-    "ClaudeCodePermissionSettings",
-    "CodexApprovalPolicy",
-    "CodexPermissionSettings",
-    "CodexSandboxMode",
-    "EnginePermissionRow",
-    "EnginePermissionTable",
-    "ExternalEngine",
-    "PermissionMode",
-    "SensitiveBasenameRule",
-    "SensitiveHomeRule",
+from pydantic import ConfigDict, Field
+from typing_extensions import TypeAliasType
+
+from wuu.generated.wire import WireModel
+
+
+class AcpModeFallback(StrEnum):
+    """
+    The ACP adapter's behaviour when the agent advertises no matching mode.
+    """
+
+    HOST_APPROVAL_BRIDGE = "host_approval_bridge"
+    """
+    The agent keeps its current mode, and every permission request it sends (`session/request_permission`) is decided through the host approval bridge.
+    """
+    REFUSE = "refuse"
+    """
+    The adapter refuses to run the conversation in this permission mode.
+    """
+    AUTO_ACCEPT_ONCE = "auto_accept_once"
+    """
+    One-shot auto-accept: the adapter answers every permission request by selecting its allow-once option, without asking the user and without remembering the permission.
+    """
+
+
+ModeId = TypeAliasType("ModeId", Annotated[str, Field(min_length=1)])
+"""
+A native mode id.
+"""
+
+
+class AcpPermissionSettings(WireModel):
+    """
+    How the ACP adapter maps one permission mode onto the agent's advertised modes. The adapter applies the first id of `mode_ids`, in order, that is among the values of the agent's `category=mode` config option (exact string comparison). An adapter MAY also recognize further agent-specific ids with the same meaning, tried after the listed ones. When the agent advertises none of them, `fallback` applies.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    mode_ids: Annotated[list[ModeId], Field(json_schema_extra={"x-unique-items": True}, min_length=1)]
+    """
+    The native mode ids that carry this permission mode, most preferred first.
+    """
+    fallback: AcpModeFallback
+    """
+    What the adapter does when the agent advertises none of `mode_ids`.
+    """
+
+
+class ClaudeCodePermissionMode(StrEnum):
+    """
+    A Claude Code permission mode, as Claude Code spells it.
+    """
+
+    DONT_ASK = "dontAsk"
+    """
+    A tool call that needs permission is denied instead of prompting. `standard` uses it because the headless transport has no permission-prompt bridge: a permission request is denied rather than waiting indefinitely.
+    """
+    PLAN = "plan"
+    """
+    Plan mode: Claude Code analyses and plans without modifying files or running mutating commands.
+    """
+    BYPASS_PERMISSIONS = "bypassPermissions"
+    """
+    Every permission check is skipped.
+    """
+
+
+class ClaudeCodePermissionSettings(WireModel):
+    """
+    The Claude Code setting for one permission mode.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    permission_mode: ClaudeCodePermissionMode
+    """
+    The Claude Code permission mode (`--permission-mode`).
+    """
+
+
+class CodexApprovalPolicy(StrEnum):
+    """
+    A Codex approval policy, as Codex spells it.
+    """
+
+    ON_REQUEST = "on-request"
+    """
+    Codex asks for approval when the model requests it; the adapter routes the request to the host.
+    """
+    NEVER = "never"
+    """
+    Codex never asks for approval; what its sandbox refuses fails.
+    """
+
+
+class CodexSandboxMode(StrEnum):
+    """
+    A Codex sandbox mode, as Codex spells it.
+    """
+
+    READ_ONLY = "read-only"
+    """
+    Codex's sandbox permits no writes.
+    """
+    WORKSPACE_WRITE = "workspace-write"
+    """
+    Codex's sandbox permits writes within the workspace.
+    """
+    DANGER_FULL_ACCESS = "danger-full-access"
+    """
+    Codex runs commands without its sandbox.
+    """
+
+
+class ExternalEngine(StrEnum):
+    """
+    An external agent program that Wuu drives through an adapter instead of its built-in engine. The adapter passes the conversation's permission mode to the program as EnginePermissionTable gives. External engines run on the host only: an external engine refuses a conversation whose selected execution environment is not local.
+    """
+
+    CODEX = "codex"
+    """
+    OpenAI Codex (the `codex` CLI).
+    """
+    CLAUDE_CODE = "claude_code"
+    """
+    Anthropic Claude Code, driven through its headless transport, which has no permission-prompt bridge.
+    """
+    ACP = "acp"
+    """
+    Any agent driven over the Agent Client Protocol (ACP). The agent advertises its native modes as a config option with `category=mode`; the composer shows their native labels and the adapter applies the selected id through `session/set_config_option`.
+    """
+
+
+class PermissionMode(StrEnum):
+    """
+    The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory; non-credential files under Wuu home follow that ordinary boundary. Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access, process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal.
+    """
+
+    STANDARD = "standard"
+    """
+    Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (Wuu home included) and a private temporary directory, not the whole shared temporary directory.
+    """
+    READ_ONLY = "read_only"
+    """
+    Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted.
+    """
+    UNCONFINED = "unconfined"
+    """
+    Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu.
+    """
+
+
+SensitiveNameGlob = TypeAliasType(
     "SensitiveNameGlob",
+    Annotated[
+        str,
+        Field(
+            pattern=compile("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z"),
+            title="SensitiveNameGlob",
+        ),
+    ],
+)
+"""
+A glob over one path component (no `/`), in the glob syntax of SensitivePathRules.
+"""
+
+SensitivePathAbsolute = TypeAliasType(
     "SensitivePathAbsolute",
-    "SensitivePathAccess",
-    "SensitivePathHome",
-    "SensitivePathRule",
+    Annotated[
+        str,
+        Field(
+            pattern=compile("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z"),
+            title="SensitivePathAbsolute",
+        ),
+    ],
+)
+"""
+An absolute, lexically normalized POSIX path: it starts with `/` and has no empty, `.` or `..` component and no trailing `/`.
+"""
+
+
+class SensitivePathAccess(StrEnum):
+    """
+    The operations the dedicated tools refuse on a path that a rule matches.
+    """
+
+    WRITE = "write"
+    """
+    Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed.
+    """
+    READ_WRITE = "read_write"
+    """
+    Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name.
+    """
+
+
+class SensitivePathHome(StrEnum):
+    """
+    A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path.
+    """
+
+    USER = "user"
+    """
+    The home directory of the account the tool runs as (`$HOME`).
+    """
+    WUU = "wuu"
+    """
+    Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`.
+    """
+
+
+SensitivePathRuleId = TypeAliasType(
     "SensitivePathRuleId",
-    "SensitivePathRules",
-    "SensitivePathSuffixRule",
-    "SensitivePathVector",
-    "SensitivePathVectors",
+    Annotated[
+        str,
+        Field(pattern=compile("^[a-z0-9]+(-[a-z0-9]+)*\\Z"), title="SensitivePathRuleId"),
+    ],
+)
+"""
+The stable identifier of a sensitive-path rule: lowercase ASCII letters and digits in `-`-separated words. Test vectors and diagnostics refer to rules by it.
+"""
+
+
+class SensitivePathVector(WireModel):
+    """
+    One path and its expected result.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: SensitivePathAbsolute
+    """
+    The checked path.
+    """
+    sensitive: bool
+    """
+    Whether some rule matches the path, so that writes to it are refused.
+    """
+    read_blocked: bool
+    """
+    Whether reads of the path's content are refused as well; true only when `sensitive` is true.
+    """
+    rules: Annotated[list[SensitivePathRuleId], Field(json_schema_extra={"x-unique-items": True})]
+    """
+    The ids of every rule that matches the path, in the order of the rule list; empty when `sensitive` is false.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the vector checks.
+    """
+
+
+class SensitivePathVectors(WireModel):
+    """
+    Test vectors for the sensitive-path rules (the data is `spec/data/sensitive_path_vectors.json`): paths with the result that the rules of `spec/data/sensitive_paths.json` give for them, evaluated with the given home directories and with no symlinks on the paths. Every implementation of the rules MUST reproduce every vector.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[
+        Literal["SensitivePathVectors"] | None,
+        Field(alias="schema", json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    Names the def that validates this document (`SensitivePathVectors`), for data files that carry their own type.
+    """
+    home: SensitivePathAbsolute
+    """
+    The user's home directory (`$HOME`) for every vector.
+    """
+    wuu_home: SensitivePathAbsolute
+    """
+    Wuu home for every vector, as if `$WUU_HOME` were set to it.
+    """
+    vectors: Annotated[list[SensitivePathVector], Field(min_length=1)]
+    """
+    The vectors.
+    """
+
+
+SensitiveRelativeGlob = TypeAliasType(
     "SensitiveRelativeGlob",
+    Annotated[
+        str,
+        Field(
+            pattern=compile(
+                "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*\\Z"
+            ),
+            title="SensitiveRelativeGlob",
+        ),
+    ],
+)
+"""
+A relative glob of one or more path components separated by single `/`, without a leading or trailing `/`, in the glob syntax of SensitivePathRules.
+"""
+
+SensitiveSuffixGlob = TypeAliasType(
     "SensitiveSuffixGlob",
-]
+    Annotated[
+        str,
+        Field(
+            pattern=compile(
+                "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
+            ),
+            title="SensitiveSuffixGlob",
+        ),
+    ],
+)
+"""
+A glob over two or more path components separated by single `/`, without a leading or trailing `/`, in the glob syntax of SensitivePathRules.
+"""
+
+
+class CodexPermissionSettings(WireModel):
+    """
+    The Codex settings for one permission mode, passed as Codex's sandbox mode (`--sandbox`) and approval policy (`--ask-for-approval`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    sandbox_mode: CodexSandboxMode
+    """
+    The Codex sandbox mode.
+    """
+    approval_policy: CodexApprovalPolicy
+    """
+    The Codex approval policy.
+    """
+
+
+class EnginePermissionRow(WireModel):
+    """
+    One row of the external-engine table: the settings every adapter passes for one Wuu permission mode, keyed by the ExternalEngine value.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    codex: CodexPermissionSettings
+    """
+    What the Codex adapter passes.
+    """
+    claude_code: ClaudeCodePermissionSettings
+    """
+    What the Claude Code adapter passes.
+    """
+    acp: AcpPermissionSettings
+    """
+    How the ACP adapter selects the agent's mode.
+    """
+
+
+class EnginePermissionTable(WireModel):
+    """
+    How each external-engine adapter passes each Wuu permission mode to its program (the data is `spec/data/engine_permission_modes.json`): one row per permission mode, keyed by the PermissionMode value. These are adapter settings, not a claim that the engines provide identical protection: the external program's version and configuration determine its native behaviour.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[
+        Literal["EnginePermissionTable"] | None,
+        Field(alias="schema", json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    Names the def that validates this document (`EnginePermissionTable`), for data files that carry their own type.
+    """
+    standard: EnginePermissionRow
+    """
+    The settings for `standard`.
+    """
+    read_only: EnginePermissionRow
+    """
+    The settings for `read_only`.
+    """
+    unconfined: EnginePermissionRow
+    """
+    The settings for `unconfined`.
+    """
+
+
+class SensitiveBasenameRule(WireModel):
+    """
+    A rule of kind `basename_glob`: each pattern is one component, matched against the path's last component (the file name), wherever the file is.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: SensitivePathRuleId
+    """
+    The rule's identifier.
+    """
+    kind: Literal["basename_glob"]
+    """
+    The rule kind: `basename_glob`.
+    """
+    patterns: Annotated[
+        list[SensitiveNameGlob],
+        Field(json_schema_extra={"x-unique-items": True}, min_length=1),
+    ]
+    """
+    The globs; the rule matches when any one of them matches.
+    """
+    exempt: Annotated[
+        list[SensitiveNameGlob] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    Globs over the path's last component that exempt a path from this rule only (another rule can still match it). Omitted: no exemption.
+    """
+    access: SensitivePathAccess
+    """
+    The operations the dedicated tools refuse on a matching path.
+    """
+    reason: Annotated[str, Field(min_length=1)]
+    """
+    Why the matched files are sensitive, for people; not shown as an error code.
+    """
+
+
+class SensitiveHomeRule(WireModel):
+    """
+    A rule of kind `under_home`: each pattern is a relative path of one or more components, matched pairwise against the whole path relative to the rule's home directory; a path outside that directory does not match.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: SensitivePathRuleId
+    """
+    The rule's identifier.
+    """
+    kind: Literal["under_home"]
+    """
+    The rule kind: `under_home`.
+    """
+    patterns: Annotated[
+        list[SensitiveRelativeGlob],
+        Field(json_schema_extra={"x-unique-items": True}, min_length=1),
+    ]
+    """
+    The globs; the rule matches when any one of them matches.
+    """
+    home: SensitivePathHome
+    """
+    The directory the patterns are relative to.
+    """
+    exempt: Annotated[
+        list[SensitiveNameGlob] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    Globs over the path's last component that exempt a path from this rule only (another rule can still match it). Omitted: no exemption.
+    """
+    access: SensitivePathAccess
+    """
+    The operations the dedicated tools refuse on a matching path.
+    """
+    reason: Annotated[str, Field(min_length=1)]
+    """
+    Why the matched files are sensitive, for people; not shown as an error code.
+    """
+
+
+class SensitivePathSuffixRule(WireModel):
+    """
+    A rule of kind `path_suffix_glob`: each pattern has two or more components, matched pairwise against the same number of trailing components of the path, wherever they are (for example `.aws/credentials` matches `/home/user/.aws/credentials` and `/srv/app/.aws/credentials`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: SensitivePathRuleId
+    """
+    The rule's identifier.
+    """
+    kind: Literal["path_suffix_glob"]
+    """
+    The rule kind: `path_suffix_glob`.
+    """
+    patterns: Annotated[
+        list[SensitiveSuffixGlob],
+        Field(json_schema_extra={"x-unique-items": True}, min_length=1),
+    ]
+    """
+    The globs; the rule matches when any one of them matches.
+    """
+    exempt: Annotated[
+        list[SensitiveNameGlob] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    Globs over the path's last component that exempt a path from this rule only (another rule can still match it). Omitted: no exemption.
+    """
+    access: SensitivePathAccess
+    """
+    The operations the dedicated tools refuse on a matching path.
+    """
+    reason: Annotated[str, Field(min_length=1)]
+    """
+    Why the matched files are sensitive, for people; not shown as an error code.
+    """
+
+
+SensitivePathRule = TypeAliasType(
+    "SensitivePathRule",
+    Annotated[
+        SensitiveBasenameRule | SensitivePathSuffixRule | SensitiveHomeRule,
+        Field(discriminator="kind", title="SensitivePathRule"),
+    ],
+)
+"""
+One sensitive-path rule, told apart by `kind`. A rule matches a path when one of its `patterns` matches and the path's last component matches none of its `exempt` globs.
+"""
+
+
+class SensitivePathRules(WireModel):
+    """
+    The sensitive-path rules (the data is `spec/data/sensitive_paths.json`). The dedicated file tools refuse an operation on a sensitive path with the error `sensitive_path` in every permission mode, `unconfined` included; chat approval and "Approve for me" do not lift the refusal. Structured Git tools refuse to stage or commit a sensitive path. Evaluation: (1) The tool's path is made absolute (a relative path against the workspace root) and lexically normalized; the rules are checked against that path and against the path the operation would act on: the tool's path resolved component by component as the path rules of `execute` resolve it, each symlink on the way replaced by its target (`..` stepping back from where the symlink led, not over it) and a dangling symlink, or a chain of them, by the target it would create; the path is sensitive when either matches. So a symlink named `.env` is sensitive whatever it points to, and a symlink `notes` to `.env` is sensitive whether or not `.env` exists. (2) A path is sensitive when at least one rule matches it; the refused operations are the union of the matching rules' `access`. (3) Globs match path components: within one component, `*` matches any run of characters (possibly empty, a leading `.` included) and `?` exactly one character, neither matching `/`; every other character matches itself; there is no `**`, character class or escape. Comparison is ASCII case-insensitive. A name that merely contains a word such as `credential` or `secret` is not sensitive unless a rule matches it: `credentials.go` is not sensitive, `credentials.json` is. These guards cover the dedicated file and Git tools only; they do not guarantee secrecy against shell commands, third-party code or network requests.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[
+        Literal["SensitivePathRules"] | None,
+        Field(alias="schema", json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    Names the def that validates this document (`SensitivePathRules`), for data files that carry their own type.
+    """
+    rules: Annotated[list[SensitivePathRule], Field(min_length=1)]
+    """
+    The rules. Every rule's `id` is unique within the list.
+    """

@@ -2,36 +2,496 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/receipts/."""
 
-from .models import (
-    AttachmentMetadata,
-    InputReceipt,
-    MessageReactionRecord,
-    ReactionActor,
-    ReactionRequestReceipt,
-    ReactionState,
-    ReviewLedgerMarkerStatus,
-    ReviewLedgerMigrationMode,
-    ReviewLedgerMigrationResult,
-    ReviewLedgerMigrationStatus,
-    ReviewLedgerRowCounts,
-    TaskDeliveryKind,
-    TaskDeliveryReceipt,
-    TaskDeliveryStatus,
-)
+from enum import StrEnum
+from typing import Annotated
 
-__all__ = [
-    "AttachmentMetadata",
-    "InputReceipt",
-    "MessageReactionRecord",
-    "ReactionActor",
-    "ReactionRequestReceipt",
-    "ReactionState",
-    "ReviewLedgerMarkerStatus",
-    "ReviewLedgerMigrationMode",
-    "ReviewLedgerMigrationResult",
-    "ReviewLedgerMigrationStatus",
-    "ReviewLedgerRowCounts",
-    "TaskDeliveryKind",
-    "TaskDeliveryReceipt",
-    "TaskDeliveryStatus",
-]
+from pydantic import ConfigDict, Field
+
+from wuu.generated.wire import WireModel
+
+
+class AttachmentMetadata(WireModel):
+    """
+    The metadata of one persisted attachment, as history and receipts expose it. It never carries a local path or the attachment's bytes; `host.session.attachment.read` reads the bytes.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    attachment_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The host-assigned ID of the persisted attachment record.
+    """
+    filename: Annotated[
+        str,
+        Field(
+            max_length=255,
+            min_length=1,
+            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z",
+        ),
+    ]
+    """
+    The attachment's file name as submitted: a base name, never a path.
+    """
+    media_type: Annotated[
+        str,
+        Field(
+            max_length=255,
+            min_length=3,
+            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z",
+        ),
+    ]
+    """
+    The attachment's media type as submitted, lowercase `type/subtype` (for example `image/png`).
+    """
+    size: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The attachment's size in decoded bytes.
+    """
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    Lowercase hexadecimal SHA-256 of the attachment's decoded bytes, as bound at admission.
+    """
+
+
+class InputReceipt(WireModel):
+    """
+    The durable record of one submitted user input. Its three stages are distinct: `accepted` (the host admitted the input), `in_history` (the input is a message of the conversation) and `read_at` (the input was included in an assembled agent model context). Neither `accepted` nor `in_history` means read. Every change to the receipt increments `revision`. Access to a receipt requires the host's exact user space and product domain, ownership of the session and normal resource authorization.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    receipt_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The host-assigned ID of the receipt.
+    """
+    revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The receipt's revision: 1 when it is created, incremented by every change. A reader ignores a receipt whose revision is older than one it holds.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the conversation the input was submitted to.
+    """
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
+    """
+    The plugin the input was submitted through (`wuu.personal` for `agents.send`).
+    """
+    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The client's ID of the input (`UserInput.client_input_id`).
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of the submission (`UserInput.request_id`). A retry of the submission with the same ID, on any connection, returns this receipt.
+    """
+    text_sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    Lowercase hexadecimal SHA-256 of the UTF-8 bytes of the literal text bound at admission.
+    """
+    attachments: Annotated[list[AttachmentMetadata], Field(max_length=16)]
+    """
+    The admitted attachments in submitted order: the filenames, media types, sizes and digests that admission bound. At most 16.
+    """
+    created_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the host recorded the submission (RFC 3339).
+    """
+    accepted: bool
+    """
+    True when the host durably admitted the input (the bundled provider admits an input and appends it to the history in one transaction, so its receipts are accepted and in history from revision 1). A receipt whose admission did not complete (for example because the submitting transport closed first) has `accepted` false, `in_history` false, `history_seq` null and `read_at` null; a retry with the same `request_id` can still admit it.
+    """
+    accepted_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the host admitted the input (RFC 3339), or null while `accepted` is false.
+    """
+    in_history: bool
+    """
+    True when the input has been appended to the conversation history at `history_seq`. It implies `accepted`.
+    """
+    history_seq: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the input's message, or null while `in_history` is false.
+    """
+    read_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the host first found this input's exact `client_input_id` and `history_seq` in an assembled agent model context, before downstream model adapters (RFC 3339); null until then, and always null while `in_history` is false. It records context inclusion only: not that a model understood the input, nor that a person viewed it. Only the host sets it; no UI or session API, plugin response, UI event or supplied receipt field can assert it.
+    """
+
+
+class ReactionActor(StrEnum):
+    """
+    Who made a reaction. Each actor has at most one current emoji per message.
+    """
+
+    OWNER = "owner"
+    """
+    The owner, reacting to a saved assistant message through an authenticated client transport (`agents.react`).
+    """
+    AGENT = "agent"
+    """
+    The main assistant, reacting to a saved original user message with its `react_to_message` tool; the host-bound caller session fixes the actor and the target conversation. Background executors cannot react.
+    """
+
+
+class ReactionRequestReceipt(WireModel):
+    """
+    The durable receipt of one successful, revision-checked reaction write. A message retains its 32 most recent receipts. A retry whose `request_id` matches a retained receipt returns the message's current state with this receipt and restores no older feedback; a request whose receipt is no longer retained is revision-checked again, so an old stale request still fails.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of the write.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the message.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the message.
+    """
+    actor: ReactionActor
+    """
+    Who wrote.
+    """
+    emoji: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-max-utf8-bytes": 64}, max_length=16, min_length=1),
+    ]
+    """
+    The emoji the write set, or null when it removed the actor's reaction.
+    """
+    expected_revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The reaction revision the write was checked against.
+    """
+    revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The message's reaction revision that the write produced.
+    """
+    applied_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the write was saved (RFC 3339).
+    """
+
+
+class ReactionState(WireModel):
+    """
+    The current reactions on one message. A new emoji replaces the actor's previous one; removal clears it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    owner: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 64, "x-not-null": True},
+            max_length=16,
+            min_length=1,
+        ),
+    ] = None
+    """
+    The owner's current emoji (one Unicode emoji); absent when the owner has none.
+    """
+    agent: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 64, "x-not-null": True},
+            max_length=16,
+            min_length=1,
+        ),
+    ] = None
+    """
+    The main assistant's current emoji (one Unicode emoji); absent when it has none.
+    """
+    revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The message's reaction revision: 0 before any reaction write, incremented by every successful write of either actor. A client ignores a state whose revision is older than one it already holds.
+    """
+
+
+class ReviewLedgerMarkerStatus(StrEnum):
+    """
+    Whether the selected provider holds the path-bound migration marker.
+    """
+
+    ABSENT = "absent"
+    """
+    No migration marker for this source path is committed in the selected provider.
+    """
+    COMMITTED = "committed"
+    """
+    A migration marker for this source path and `source_digest` is committed in the selected provider.
+    """
+
+
+class ReviewLedgerMigrationMode(StrEnum):
+    """
+    Which operation the migration command ran.
+    """
+
+    INSPECT = "inspect"
+    """
+    Inspection, the default (`--dry-run` is equivalent): reads the source and reports; imports no review rows and creates no marker.
+    """
+    APPLY = "apply"
+    """
+    `--apply --expect-source-digest DIGEST`: imports the source snapshot when its digest equals the expected one.
+    """
+
+
+class ReviewLedgerMigrationStatus(StrEnum):
+    """
+    The outcome of a review-ledger migration command.
+    """
+
+    MIGRATION_REQUIRED = "migration-required"
+    """
+    A legacy source exists and no marker for it is committed: hosts of the user space report `personal_review_legacy_migration_required` at startup until it is migrated. Every inspection of an unmigrated source reports it.
+    """
+    MIGRATED = "migrated"
+    """
+    This apply imported the source snapshot and committed the marker in the same transaction.
+    """
+    ALREADY_MIGRATED = "already-migrated"
+    """
+    A committed marker for this source path and `source_digest` exists; nothing was imported again. A matching marker resolves an earlier apply whose outcome was unknown. Inspection reports it too once the source is migrated, and so does a repeated apply, which writes nothing.
+    """
+
+
+class ReviewLedgerRowCounts(WireModel):
+    """
+    Row counts of the review ledger's three record kinds.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The number of settings rows.
+    """
+    actions: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The number of action rows.
+    """
+    audit: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The number of audit rows.
+    """
+
+
+class TaskDeliveryKind(StrEnum):
+    """
+    What a task-generated reply is. Every kind runs with tools disabled.
+    """
+
+    QUESTION = "question"
+    """
+    A waiting-user question. It has its own durable delivery; the owner's decision updates the original task rather than opening an execution chat.
+    """
+    RESULT = "result"
+    """
+    The task's result reply.
+    """
+    FAILURE = "failure"
+    """
+    The task's failure reply.
+    """
+
+
+class TaskDeliveryStatus(StrEnum):
+    """
+    The delivery state of a task-generated reply to the main conversation.
+    """
+
+    PENDING = "pending"
+    """
+    The reply is queued and not yet submitted to the main conversation, including while the execution host is unavailable.
+    """
+    SUBMITTED = "submitted"
+    """
+    The reply turn has been submitted to the main conversation (`turn_id` is set) and its outcome is not yet known. An explicit delivery retry of a submitted reply is refused: an unknown outcome blocks another attempt.
+    """
+    DELIVERED = "delivered"
+    """
+    The reply appears in the main conversation at `history_seq`. Terminal: stopping the task afterwards leaves it unchanged.
+    """
+    FAILED = "failed"
+    """
+    Delivery failed, or a task stop cancelled the undelivered reply (`failure_code` says which). An explicit delivery retry first rechecks this receipt (an already completed reply is recovered, not repeated) and retries only the main-conversation reply, never the worker.
+    """
+
+
+class MessageReactionRecord(WireModel):
+    """
+    The durable reaction record of one message: plugin-owned metadata keyed by canonical session ID and message sequence, not a conversation message. It survives reconnect and restart.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the message.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the message.
+    """
+    reactions: ReactionState
+    """
+    The message's current reactions.
+    """
+    receipts: Annotated[list[ReactionRequestReceipt], Field(max_length=32)]
+    """
+    The retained request receipts, oldest first: at most 32; when a write would exceed 32 the oldest is dropped.
+    """
+
+
+class ReviewLedgerMigrationResult(WireModel):
+    """
+    The JSON result of `wuu state migrate-personal-review --user-space SPACE [--composition-profile PROFILE] [--config FILE] [--home DIR] [--dry-run | --apply --expect-source-digest DIGEST]`, printed on stdout with exit status 0. The source is the space's legacy ledger under the home (`--home`, else `$WUU_HOME`, else `~/.wuu`; it MUST be absolute); the command is run with the same home, configuration and profile override as the space's hosts. The selected provider comes from the composition profile: `--composition-profile` when given, else the `composition_profile` of the `--config` file (`UserConfiguration`); with neither, or with a profile that selects no review-ledger provider, the command fails. Both operations require a verified local owner (the user running the command owns the Personal state folder and the source), the current selected resource policy and the exclusive presence of one stopped host: every running host holds a shared `flock` on its state folder itself (`<home>/user-spaces/<space>/<domain>/state`) from the moment it has created it until it closes, and the command takes the same lock on the Personal state folder exclusively and without waiting: it fails while any host holds it, and holds it until it ends, so that no host starts meanwhile (such a host fails to start). Shared or multi-host storage is rejected. Apply checks `expected_source_digest` against the same frozen logical source snapshot it imports (committed SQLite WAL data included), copies settings, actions and audit into the empty selected provider and commits the marker in the same transaction. It never deletes or updates the source, overwrites selected records, replays uncertain actions or grants execution permission. A missing source, a source or destination that breaks its layout, a digest mismatch, a changed source (a committed marker for the source's path with another digest) or a populated incompatible destination fails the command without a result, with exit status 2 and a message on stderr; the last two require operator reconciliation, never a forced overwrite. An apply that ends without a result (a kill, a failed transport or cleanup) leaves the source as it was and the destination either migrated with its marker or as it was before: inspecting again tells which.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    status: ReviewLedgerMigrationStatus
+    """
+    The outcome.
+    """
+    mode: ReviewLedgerMigrationMode
+    """
+    Which operation ran.
+    """
+    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\Z")]
+    """
+    The user space whose ledger was inspected or migrated (`--user-space`).
+    """
+    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
+    """
+    The composition profile the selected provider was resolved with (`--composition-profile`, or the configured profile), or null when none is selected (the bundled command fails instead of running without one).
+    """
+    selected_provider: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The ID of the selected review-ledger provider the source is, or would be, imported into: `wuu.review-ledger.sqlite`, the bundled provider (`spec/data/review_ledger_sqlite.json`), for the profile `personal`.
+    """
+    source_path: Annotated[str, Field(min_length=2, pattern="^/")]
+    """
+    The absolute path of the legacy `personal-review.sqlite`, every symbolic link resolved: the path the marker is bound to.
+    """
+    source_digest: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    Lowercase hexadecimal SHA-256 digest of the frozen logical source snapshot. Apply MUST be given exactly this value as `--expect-source-digest`. The digest is taken over the snapshot's canonical dump: for each table of `spec/data/legacy_review_ledger.json` in its order (settings, actions, audit), and for each of its rows in ascending primary-key order, one line holding the JSON array of the table's name followed by the row's values in the layout's column order (TEXT as a string, INTEGER as a number in plain decimal, NULL as `null`), written without whitespace, each string escaped as RFC 8785 does (`\\"` for `"`, `\\\\` for `\\`, `\\b`, `\\t`, `\\n`, `\\f` or `\\r` for those control characters and `\\u00xx` in lowercase hexadecimal for the other ones below U+0020; every other character as itself), in UTF-8 and ended by one line feed (U+000A). It depends only on the committed logical content: the same rows give the same digest whether they are in the main file or only in committed WAL frames, and uncommitted frames are no part of it.
+    """
+    expected_source_digest: Annotated[str | None, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    The digest given to apply, or null in inspect mode.
+    """
+    row_counts: ReviewLedgerRowCounts
+    """
+    The source snapshot's row counts. After `migrated`, exactly these rows were imported.
+    """
+    marker_status: ReviewLedgerMarkerStatus
+    """
+    The marker's status after the command.
+    """
+
+
+class TaskDeliveryReceipt(WireModel):
+    """
+    The durable delivery state of one task-generated reply to the main conversation. Task completion (persisted successful execution evidence) and this delivery are tracked separately: a completed task does not by itself mean its reply has appeared. Status moves pending → submitted → delivered, or from pending or submitted to failed; an explicit delivery retry moves failed back to pending. Stopping a completed or failed task cancels only its undelivered reply and preserves the saved outcome. Every change increments `revision`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    delivery_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The host-assigned ID of this delivery.
+    """
+    task_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The task the reply belongs to.
+    """
+    requirements_version: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The task's requirements version the reply belongs to. An explicit task resume creates a new one.
+    """
+    execution_attempt: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The execution attempt that produced the reply. Automatic dispatch recovery keeps it; an explicit task resume creates a new one.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request identity of the task dispatch; automatic dispatch recovery keeps it unchanged.
+    """
+    kind: TaskDeliveryKind
+    """
+    What the reply is.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation the reply is delivered to.
+    """
+    status: TaskDeliveryStatus
+    """
+    The delivery state.
+    """
+    turn_id: Annotated[str | None, Field(max_length=256, min_length=1)]
+    """
+    The main-conversation turn that carries the reply, or null while `status` is pending. Stopping this reply requires exactly this `turn_id`; a delayed request or a retry cannot target a newer reply.
+    """
+    history_seq: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The reply's history sequence in the main conversation, or null unless `status` is delivered.
+    """
+    failure_code: Annotated[str | None, Field(max_length=64, pattern="^[a-z][a-z0-9_]*\\Z")]
+    """
+    Why delivery failed, or null unless `status` is failed: `cancelled` when a task stop or a stop of the reply's turn cancelled the undelivered reply (a submitted reply marked for cancellation fails with it when its turn ends, and nothing appears), `delivery_failed` when the reply turn failed; a provider may add codes of its own.
+    """
+    revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The receipt's revision: 1 when it is created, incremented by every change.
+    """
+    updated_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the receipt last changed (RFC 3339).
+    """

@@ -2,128 +2,1470 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/userhost/."""
 
-from .models import (
-    AgentsHistoryReadParams,
-    AgentsHistoryReadResult,
-    AgentsHistorySearchParams,
-    AgentsHistorySearchResult,
-    AgentsMainSessionParams,
-    AgentsMainSessionResult,
-    AgentsReactionsParams,
-    AgentsReactionsResult,
-    AgentsReactParams,
-    AgentsReactResult,
-    AgentsReceiptsParams,
-    AgentsReceiptsResult,
-    AgentsSendParams,
-    AgentsSendResult,
-    HistoryMessage,
-    HistoryRole,
-    HostSessionAttachmentReadParams,
-    HostSessionAttachmentReadResult,
-    HttpErrorResponse,
-    JsonRpcError,
-    JsonRpcErrorResponse,
-    JsonRpcId,
-    JsonRpcIntegerId,
-    JsonRpcMessage,
-    JsonRpcNotification,
-    JsonRpcRequest,
-    JsonRpcStringId,
-    JsonRpcSuccessResponse,
-    MessageReactionSnapshot,
-    PluginClientCancelParams,
-    PluginClientCancelResult,
-    PluginClientInvalidateParams,
-    PluginClientRequestParams,
-    PluginClientRequestResult,
-    PluginInvalidationTopic,
-    PluginInventoryEntry,
-    PushProvider,
-    PushRegisterParams,
-    PushRegisterResult,
-    PushUnregisterParams,
-    PushUnregisterResult,
-    UserHostClientInfo,
-    UserHostErrorCode,
-    UserHostErrorData,
-    UserHostHostIsolation,
-    UserHostInitializeParams,
-    UserHostInitializeResult,
-    UserHostIsolation,
-    UserHostIsolationMode,
-    UserHostMemoryIsolation,
-    UserHostServerInfo,
-    UserHostShutdownParams,
-    UserHostShutdownResult,
-    UserInput,
-    UserInputAttachment,
-    UserQuestionAnswerParams,
-    UserQuestionAnswerResult,
-    UserQuestionDismissParams,
-    UserQuestionDismissResult,
-    UserQuestionStatus,
-)
+from enum import StrEnum
+from re import compile
+from typing import Annotated, Any, Literal
 
-__all__ = [
-    "AgentsHistoryReadParams",
-    "AgentsHistoryReadResult",
-    "AgentsHistorySearchParams",
-    "AgentsHistorySearchResult",
-    "AgentsMainSessionParams",
-    "AgentsMainSessionResult",
-    "AgentsReactParams",
-    "AgentsReactResult",
-    "AgentsReactionsParams",
-    "AgentsReactionsResult",
-    "AgentsReceiptsParams",
-    "AgentsReceiptsResult",
-    "AgentsSendParams",
-    "AgentsSendResult",
-    "HistoryMessage",
-    "HistoryRole",
-    "HostSessionAttachmentReadParams",
-    "HostSessionAttachmentReadResult",
-    "HttpErrorResponse",
-    "JsonRpcError",
-    "JsonRpcErrorResponse",
-    "JsonRpcId",
+from pydantic import ConfigDict, Field
+from typing_extensions import TypeAliasType
+
+from wuu.generated.wire import WireModel
+
+from .receipts import AttachmentMetadata, InputReceipt, ReactionRequestReceipt, ReactionState
+
+
+class AgentsHistoryReadParams(WireModel):
+    """
+    Reads the public conversation projection of the main conversation page by page, newest first: the same messages search covers (visible user and assistant text, never hidden reasoning or execution-tool records), with their reactions, eligibility, attachment metadata and open questions. Pages are addressed by history sequence, so a page stays the same while newer messages arrive, and a sequence returned by search opens the history at that message (`before_seq` one past it).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    before_seq: Annotated[
+        int | None,
+        Field(ge=1, json_schema_extra={"x-not-null": True}, le=9223372036854775807),
+    ] = None
+    """
+    Exclusive upper bound on `message_seq`: the page holds the newest messages older than it. Absent: the newest messages of the conversation.
+    """
+    page_size: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=100)] = 50
+    """
+    The most messages in one page.
+    """
+
+
+class AgentsHistorySearchParams(WireModel):
+    """
+    Searches the public conversation projection of the main conversation: visible user and assistant text only, never hidden reasoning or execution-tool records. The time bounds apply before pagination. Matches are returned newest first (descending `message_seq`); how text matches `query` (tokenization, case folding) is the provider's: the bundled provider matches `query` as a substring, ignoring case (Unicode case folding).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    query: Annotated[str, Field(max_length=1024, min_length=1)]
+    """
+    The text to search for.
+    """
+    time_min: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
+        ),
+    ] = None
+    """
+    Inclusive lower bound on a message's timestamp (RFC 3339). A message whose legacy timestamp is unknown never matches when either bound is given.
+    """
+    time_max: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
+        ),
+    ] = None
+    """
+    Exclusive upper bound on a message's timestamp (RFC 3339).
+    """
+    page_size: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=100)] = 20
+    """
+    The most messages in one page.
+    """
+    page_token: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=1024, min_length=1),
+    ] = None
+    """
+    The `next_page_token` of the previous page; absent for the first page. It is opaque and valid only with the same `session_id`, `query` and bounds; a token that does not fit gets `invalid_params`.
+    """
+
+
+class AgentsMainSessionParams(WireModel):
+    """
+    Asks for the session ID of the user space's main conversation. It takes no parameters.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class AgentsMainSessionResult(WireModel):
+    """
+    The user space's one persistent main conversation. A missing main session gets `main_session_missing`; the host never creates a replacement silently.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation. It stays the same across navigation, reconnect and restart; joining other sessions never rotates it.
+    """
+
+
+class AgentsReactParams(WireModel):
+    """
+    Sets or clears the owner's reaction on one saved assistant message of the main conversation. The mutation is accepted only through an authenticated client transport: the plugin service and background executors cannot call it. `expected_revision` MUST equal the message's current reaction revision, else `stale_revision`. A retry whose `request_id` matches a request receipt the message still retains returns the current state and that receipt with `replayed` true, whatever its `expected_revision`, and restores no older feedback; a retained `request_id` sent again with another emoji for the same message gets `request_id_conflict`. A successful write is not a conversation message: it starts or resumes no turn, dispatches no task, answers no approval and sends no push; it emits `plugin/client/invalidate` with topic `reactions`, and a failure to deliver that notice does not roll the write back.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the target message. It MUST be a reaction target for the owner (`reaction_eligible` true), else `not_reaction_target`.
+    """
+    emoji: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-max-utf8-bytes": 64}, max_length=16, min_length=1),
+    ]
+    """
+    The owner's new reaction, exactly one Unicode emoji (one extended grapheme cluster), replacing the current one; or null to remove it. A string that is not one emoji gets `invalid_params`.
+    """
+    expected_revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The message's reaction revision the client last read (`ReactionState.revision`; 0 for a message that never had a reaction).
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry.
+    """
+
+
+MessageSeq = TypeAliasType("MessageSeq", Annotated[int, Field(ge=1, le=9223372036854775807)])
+"""
+A message's history sequence.
+"""
+
+
+class AgentsReactionsParams(WireModel):
+    """
+    Rereads the current reactions of up to 100 messages of a session.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    message_seqs: Annotated[
+        list[MessageSeq],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=100, min_length=1),
+    ]
+    """
+    The messages to read: 1 to 100 history sequences, without repeats.
+    """
+
+
+ClientInputId = TypeAliasType(
+    "ClientInputId",
+    Annotated[
+        str,
+        Field(max_length=128, min_length=1, pattern=compile("^[A-Za-z0-9._:-]+\\Z")),
+    ],
+)
+"""
+A client input ID.
+"""
+
+
+class AgentsReceiptsParams(WireModel):
+    """
+    Reads input receipts of the main conversation by client input ID, for example to learn whether `read_at` is set.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    client_input_ids: Annotated[
+        list[ClientInputId],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=100, min_length=1),
+    ]
+    """
+    The client input IDs to read: 1 to 100, without repeats.
+    """
+
+
+class AgentsSendParams(WireModel):
+    """
+    Submits the call's `user_input` as one user message of the main conversation; the `plugin/client/request` MUST carry `user_input`. Admission binds the plugin, the literal text, the business request ID and the ordered filenames, media types and SHA-256 digests of the attachments, and authorizes only this send. A retry with the same `user_input.request_id` returns the same durable receipt with `replayed` true and admits nothing new; the same request ID with a different input (another `client_input_id`, text or attachment list) gets `request_id_conflict`. A `client_input_id` that already names another input of the session gets `invalid_params` with field `user_input.client_input_id`. A call whose foreground authority is revoked before admission (its transport closed, or `plugin/client/cancel`) admits nothing and gets `cancelled`; once admitted, the input stays admitted and the call's reply is the receipt. Without the `wuu.client-input-receipts` observer the call gets `input_receipts_unavailable`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). Any other session, and a session the caller does not own, gets `not_found`.
+    """
+
+
+class HistoryRole(StrEnum):
+    """
+    The author of a visible conversation message.
+    """
+
+    USER = "user"
+    """
+    The owner.
+    """
+    ASSISTANT = "assistant"
+    """
+    The main assistant, including task questions, results and failure replies delivered to the main conversation.
+    """
+
+
+class HostSessionAttachmentReadParams(WireModel):
+    """
+    Reads one chunk of a persisted attachment. The host resolves an owned persisted attachment record of the session; an attachment that is not in the session or not owned by the caller gets `not_found`. The content is addressed as its standard base64 encoding with padding: offsets and lengths count base64 characters, so every chunk decodes on its own.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID the attachment belongs to. A session the caller does not own gets `not_found`.
+    """
+    attachment_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The attachment, as named by its metadata (`AttachmentMetadata.attachment_id`).
+    """
+    offset: Annotated[int, Field(ge=0, le=9223372036854775807, multiple_of=4)]
+    """
+    Where the chunk starts, in base64 characters from the start of the encoded content: a multiple of 4, at most the content's `total_chars` (else `invalid_params`).
+    """
+    max_chars: Annotated[
+        int,
+        Field(ge=4, json_schema_extra={"x-not-null": True}, le=1048576, multiple_of=4),
+    ] = 262144
+    """
+    The most base64 characters to return: a multiple of 4.
+    """
+
+
+class HostSessionAttachmentReadResult(WireModel):
+    """
+    One chunk of a persisted attachment. Before showing a preview or offering a download, a client MUST check `attachment` against the metadata it expects and MUST check that the SHA-256 of the bytes it assembled equals both `final_sha256` and `attachment.sha256`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    attachment: AttachmentMetadata
+    """
+    The attachment's metadata.
+    """
+    offset: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The chunk's offset in base64 characters: the requested one.
+    """
+    data: Annotated[
+        str,
+        Field(
+            json_schema_extra={
+                "contentEncoding": "base64",
+                "x-max-decoded-bytes": 786432,
+            },
+            max_length=1048576,
+        ),
+    ]
+    """
+    The chunk: the base64 characters from `offset` to `next_offset` of the encoded content, at most `max_chars` of them.
+    """
+    next_offset: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The offset of the next chunk: `offset` plus the length of `data`.
+    """
+    total_chars: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The length of the whole encoded content in base64 characters: 4 × ceil(size / 3).
+    """
+    eof: bool
+    """
+    True when this chunk ends the content (`next_offset` equals `total_chars`).
+    """
+    final_sha256: Annotated[str | None, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    Lowercase hexadecimal SHA-256 of the complete decoded content as the host read it when `eof` is true; null otherwise.
+    """
+
+
+JsonRpcIntegerId = TypeAliasType(
     "JsonRpcIntegerId",
-    "JsonRpcMessage",
-    "JsonRpcNotification",
-    "JsonRpcRequest",
+    Annotated[int, Field(ge=-9007199254740991, le=9007199254740991, title="JsonRpcIntegerId")],
+)
+"""
+An integer request id of magnitude at most 2^53−1, so that every JSON implementation reads it exactly.
+"""
+
+
+class JsonRpcNotification(WireModel):
+    """
+    A host-to-client notification: it has no `id` and gets no response. Clients send no notifications in this protocol; the host discards any notification a client sends, without answering.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    jsonrpc: Literal["2.0"]
+    """
+    The JSON-RPC version: exactly `2.0`.
+    """
+    method: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The notification's method name, as listed in `methods/userhost.json` (for example `plugin/client/invalidate`). A client ignores a notification method it does not know.
+    """
+    params: dict[str, Any]
+    """
+    The notification's payload. Free-form here because its shape is the method's params def in the method catalog.
+    """
+
+
+JsonRpcStringId = TypeAliasType(
     "JsonRpcStringId",
-    "JsonRpcSuccessResponse",
-    "MessageReactionSnapshot",
-    "PluginClientCancelParams",
-    "PluginClientCancelResult",
-    "PluginClientInvalidateParams",
-    "PluginClientRequestParams",
-    "PluginClientRequestResult",
-    "PluginInvalidationTopic",
-    "PluginInventoryEntry",
-    "PushProvider",
-    "PushRegisterParams",
-    "PushRegisterResult",
-    "PushUnregisterParams",
-    "PushUnregisterResult",
-    "UserHostClientInfo",
-    "UserHostErrorCode",
-    "UserHostErrorData",
-    "UserHostHostIsolation",
-    "UserHostInitializeParams",
-    "UserHostInitializeResult",
-    "UserHostIsolation",
-    "UserHostIsolationMode",
-    "UserHostMemoryIsolation",
-    "UserHostServerInfo",
-    "UserHostShutdownParams",
-    "UserHostShutdownResult",
-    "UserInput",
-    "UserInputAttachment",
-    "UserQuestionAnswerParams",
-    "UserQuestionAnswerResult",
-    "UserQuestionDismissParams",
-    "UserQuestionDismissResult",
-    "UserQuestionStatus",
-]
+    Annotated[str, Field(max_length=256, min_length=1, title="JsonRpcStringId")],
+)
+"""
+A string request id: 1 to 256 characters.
+"""
+
+
+class PluginClientCancelResult(WireModel):
+    """
+    Whether a cancellation was delivered.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    cancelled: bool
+    """
+    True when the named request was in flight on this connection and has been told to stop; false when it is unknown or already answered.
+    """
+
+
+class PluginClientRequestResult(WireModel):
+    """
+    The result of a plugin call.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    result: dict[str, Any]
+    """
+    The plugin method's result. Free-form here because its shape is the plugin method's result def in the method catalog.
+    """
+
+
+class PluginInvalidationTopic(StrEnum):
+    """
+    What kind of plugin state an invalidation names.
+    """
+
+    REACTIONS = "reactions"
+    """
+    Message reactions changed; the client rereads them with `agents.reactions`.
+    """
+
+
+class PluginInventoryEntry(WireModel):
+    """
+    One callable plugin of a captured composition graph.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
+    """
+    The plugin's exact ID (for example `wuu.personal`).
+    """
+    fingerprint: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    An opaque identifier of the plugin's exact build and declared services in this graph. Entries with equal `plugin_id` and `fingerprint` denote the same plugin.
+    """
+
+
+class PushProvider(StrEnum):
+    """
+    A phone push provider.
+    """
+
+    APNS = "apns"
+    """
+    Apple Push Notification service (iOS).
+    """
+    FCM = "fcm"
+    """
+    Firebase Cloud Messaging (Android).
+    """
+
+
+class PushRegisterParams(WireModel):
+    """
+    Registers the calling device for push. The host binds the registration to the authenticated device of this transport; a transport without an authenticated device gets `permission_denied`. Registering again from the same device and `app_id` replaces that device's previous registration.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    provider: PushProvider
+    """
+    The push provider the token belongs to.
+    """
+    app_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The app's identifier at the provider (the iOS bundle ID or the Android application ID).
+    """
+    token: Annotated[str, Field(max_length=4096, min_length=1)]
+    """
+    The provider's push token for this device and app. The host keeps it secret and never returns it.
+    """
+
+
+class PushRegisterResult(WireModel):
+    """
+    The saved push registration.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    registration_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The host-assigned ID of the registration.
+    """
+    device_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The authenticated device the registration is bound to.
+    """
+    provider: PushProvider
+    """
+    The registration's provider.
+    """
+    registered_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the registration was saved (RFC 3339).
+    """
+
+
+class PushUnregisterParams(WireModel):
+    """
+    Removes a push registration of the calling device. A registration bound to another device counts as unknown.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    registration_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The registration to remove.
+    """
+
+
+class PushUnregisterResult(WireModel):
+    """
+    Whether a registration was removed.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    unregistered: bool
+    """
+    True when the registration existed for this device and is now removed; false when it was unknown.
+    """
+
+
+class UserHostClientInfo(WireModel):
+    """
+    A client implementation's name and version, for diagnostics only; the host derives no authority from them.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The implementation's name.
+    """
+    version: Annotated[str, Field(max_length=64, min_length=1)]
+    """
+    The implementation's version.
+    """
+
+
+class UserHostErrorCode(StrEnum):
+    """
+    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call. `x-http-status` gives the HTTP status of each code on the HTTP binding (http.schema.json).
+    """
+
+    PARSE_ERROR = "parse_error"
+    """
+    JSON-RPC -32700. The message is not a UTF-8 JSON object, or its line exceeds max_frame_bytes. The response's id is null.
+    """
+    INVALID_REQUEST = "invalid_request"
+    """
+    JSON-RPC -32600. The message is JSON but not a valid request: a wrong `jsonrpc`, a missing or malformed `id` or `method`, a batch (JSON array), or an id equal to that of a request of this client still in flight.
+    """
+    UNSUPPORTED_METHOD = "unsupported_method"
+    """
+    JSON-RPC -32601. The method is not served on this transport (every generic Coding thread, workspace, storage, configuration and package-mutation method included), or the plugin method named by `plugin/client/request` is not served to clients.
+    """
+    INVALID_PARAMS = "invalid_params"
+    """
+    JSON-RPC -32602. The params do not validate against the method's params def, or break a rule its description states (a limit, a digest or size that does not match the content, `user_input` missing or not allowed). `data.field` names the offending field when the host can.
+    """
+    INTERNAL = "internal"
+    """
+    JSON-RPC -32603. The host failed in a way no other code describes.
+    """
+    NOT_INITIALIZED = "not_initialized"
+    """
+    A request other than `initialize` arrived before a successful `initialize` on this connection.
+    """
+    ALREADY_INITIALIZED = "already_initialized"
+    """
+    `initialize` arrived on a connection that is already initialized.
+    """
+    UNSUPPORTED_PROTOCOL_VERSION = "unsupported_protocol_version"
+    """
+    The host does not speak the `protocol_version` the client asked for.
+    """
+    TOO_MANY_CLIENTS = "too_many_clients"
+    """
+    The host already has 16 client transports attached. The host answers the new transport's first request with this code and closes it; the other clients are unaffected.
+    """
+    USER_HOST_BINDING_REQUIRED = "user_host_binding_required"
+    """
+    The host has no valid user-space/product-domain binding. A user host never starts without one and never inherits a workspace identity.
+    """
+    USER_HOST_ISOLATION_REQUIRED = "user_host_isolation_required"
+    """
+    The embedding selected the `verified_host` isolation mode and no trusted UserHostIsolationVerifier verified the host (missing or failed verification). The host creates no private state.
+    """
+    UNKNOWN_ISOLATION_MODE = "unknown_isolation_mode"
+    """
+    The embedding selected an isolation mode other than `logical_memory` and `verified_host`. The host does not start.
+    """
+    PERSONAL_REVIEW_LEGACY_MIGRATION_REQUIRED = "personal_review_legacy_migration_required"
+    """
+    An existing legacy `personal-review.sqlite` has not been migrated into the selected review-ledger provider: the provider holds no committed marker for the ledger's path. The host does not start and creates no selected ledger; the operator stops every Personal host of the user space, keeps its backup and runs `wuu state migrate-personal-review`.
+    """
+    GRAPH_GENERATION_CHANGED = "graph_generation_changed"
+    """
+    The composition graph captured by this connection's handshake is no longer the host's current graph. The host never replays the call against another generation or connection; the client opens a new connection.
+    """
+    PLUGIN_NOT_FOUND = "plugin_not_found"
+    """
+    The named plugin is not in the connection's captured graph, or its provider has been removed. It is not permission to route the call elsewhere.
+    """
+    PLUGIN_FINGERPRINT_MISMATCH = "plugin_fingerprint_mismatch"
+    """
+    `plugin_fingerprint` differs from the fingerprint of the plugin in the connection's inventory.
+    """
+    PERMISSION_DENIED = "permission_denied"
+    """
+    The caller lacks the ownership or resource authorization the operation needs, or the transport lacks the authenticated identity it needs (for example an unauthenticated device registering for push).
+    """
+    NOT_FOUND = "not_found"
+    """
+    The named session, message, attachment, question or registration does not exist, or is not owned by the caller in the host's user space and product domain.
+    """
+    STALE_REVISION = "stale_revision"
+    """
+    The write's `expected_revision` is not the current revision. The client rereads the current state before retrying.
+    """
+    REQUEST_ID_CONFLICT = "request_id_conflict"
+    """
+    The business request ID was already used for a different request (different input, target or value).
+    """
+    NOT_REACTION_TARGET = "not_reaction_target"
+    """
+    The message is not a reaction target for the caller: not a saved assistant message of the main conversation, or a hidden, truncated, read-only, background, foreign-space or unpersisted stream message.
+    """
+    MAIN_SESSION_MISSING = "main_session_missing"
+    """
+    The user space's main conversation is missing. The host reports this recovery error and never creates a replacement silently.
+    """
+    QUESTION_ALREADY_DECIDED = "question_already_decided"
+    """
+    The question already has a different saved decision.
+    """
+    INPUT_RECEIPTS_UNAVAILABLE = "input_receipts_unavailable"
+    """
+    The `wuu.client-input-receipts` observer is not selected or is disabled, so the host cannot admit input with a durable receipt.
+    """
+    CANCELLED = "cancelled"
+    """
+    The request was cancelled by `plugin/client/cancel` before it finished. Work already admitted is not undone.
+    """
+
+
+class UserHostErrorData(WireModel):
+    """
+    The machine-readable part of a user-host error.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    code: UserHostErrorCode
+    """
+    The stable error code.
+    """
+    field: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=1024, min_length=1),
+    ] = None
+    """
+    For `invalid_params`, the dotted path of the offending field within the method's params (for example `user_input.attachments`), when the host can name one.
+    """
+
+
+class UserHostHostIsolation(StrEnum):
+    """
+    Whether a user host's isolation has been attested.
+    """
+
+    UNVERIFIED = "unverified"
+    """
+    No trusted verifier attested the host; the value of every host in the `logical_memory` mode. A separate directory or a caller's assertion is not an attestation.
+    """
+    VERIFIED = "verified"
+    """
+    The embedding selected `verified_host` and a trusted UserHostIsolationVerifier verified the host before any private state was created.
+    """
+
+
+Capability2 = TypeAliasType(
+    "Capability2",
+    Annotated[
+        str,
+        Field(max_length=128, min_length=1, pattern=compile("^[a-z][a-z0-9_.-]*\\Z")),
+    ],
+)
+"""
+A capability name.
+"""
+
+
+class UserHostInitializeParams(WireModel):
+    """
+    The client's part of `initialize`, the first request on every connection. It carries no binding: the host supplies the user space and product domain, so params naming them, like any other unknown field, get `invalid_params`. A second `initialize` on the same connection gets `already_initialized`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    protocol_version: Annotated[int, Field(ge=1, le=2147483647)]
+    """
+    The user-host protocol version the client speaks. This specification is version 1; a host that does not speak the requested version answers `unsupported_protocol_version`.
+    """
+    client_info: UserHostClientInfo
+    """
+    The client implementation.
+    """
+    capabilities: Annotated[
+        list[Capability2] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=64,
+        ),
+    ] = None
+    """
+    The optional protocol capabilities the client supports. This version defines none; the host ignores names it does not know. Absent means none.
+    """
+
+
+class UserHostIsolationMode(StrEnum):
+    """
+    The isolation mode a host's embedding selects (the SDK option `UserHostIsolationMode`). It is host configuration, never a wire field: a client cannot choose it.
+    """
+
+    LOGICAL_MEMORY = "logical_memory"
+    """
+    The default: logical memory separation by product domain; `initialize` reports `host: unverified`.
+    """
+    VERIFIED_HOST = "verified_host"
+    """
+    For internal SDK embeddings only. It requires a trusted UserHostIsolationVerifier: missing or failed verification fails startup with `user_host_isolation_required` before private state is created; success makes `initialize` report `host: verified`.
+    """
+
+
+class UserHostMemoryIsolation(StrEnum):
+    """
+    How a user host separates memory.
+    """
+
+    LOGICAL = "logical"
+    """
+    Personal and Coding memory APIs, injected context, history, indexes and plugin storage are separated by the host-bound product domain. It promises no operating-system or shell confidentiality between processes running under the same OS identity.
+    """
+
+
+class UserHostServerInfo(WireModel):
+    """
+    The host implementation's name and version, for diagnostics only.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The implementation's name.
+    """
+    version: Annotated[str, Field(max_length=64, min_length=1)]
+    """
+    The implementation's version.
+    """
+
+
+class UserHostShutdownParams(WireModel):
+    """
+    Detaches this client from the host. The host answers, then closes this transport. It detaches only this client: the host's execution authority, its other clients and work already admitted continue, and admitted work can finish while no client is connected. This client's requests still in flight lose their live foreground authority, as at EOF.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class UserHostShutdownResult(WireModel):
+    """
+    The empty answer to `shutdown`, sent before the host closes the transport.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class UserInputAttachment(WireModel):
+    """
+    One attachment of a user input, with its content. An attachment whose decoded `data` is not exactly `size` bytes, or whose SHA-256 is not `sha256`, gets `invalid_params`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    filename: Annotated[
+        str,
+        Field(
+            max_length=255,
+            min_length=1,
+            pattern="^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z",
+        ),
+    ]
+    """
+    The file's base name for display and download: no `/`, `\\`, control characters, and not `.` or `..`. It is never a path the host opens.
+    """
+    media_type: Annotated[
+        str,
+        Field(
+            max_length=255,
+            min_length=3,
+            pattern="^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z",
+        ),
+    ]
+    """
+    The media type, lowercase `type/subtype` without parameters (for example `image/png`).
+    """
+    size: Annotated[int, Field(ge=0, le=20971520)]
+    """
+    The number of decoded bytes of `data`.
+    """
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    Lowercase hexadecimal SHA-256 of the decoded bytes of `data`.
+    """
+    data: Annotated[
+        str,
+        Field(
+            json_schema_extra={
+                "contentEncoding": "base64",
+                "x-max-decoded-bytes": 20971520,
+            },
+            max_length=27962028,
+        ),
+    ]
+    """
+    The content, standard base64 with padding.
+    """
+
+
+class UserQuestionAnswerParams(WireModel):
+    """
+    Answers a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a `request_id` already used for another question or another decision gets `request_id_conflict`. A decision that leaves none of the task's questions open lets the waiting task run again.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    question_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The question, as exposed on the assistant message that asks it (`HistoryMessage.question_id`).
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this decision, chosen by the client and reused unchanged by every retry, including after reconnect.
+    """
+    text: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 64000},
+            max_length=64000,
+            min_length=1,
+        ),
+    ]
+    """
+    The answer: 1 to 64,000 UTF-8 bytes.
+    """
+
+
+class UserQuestionDismissParams(WireModel):
+    """
+    Declines to answer a waiting-user question. The decision is durable and idempotent by `request_id`: a retry with the same `request_id` returns the saved decision with `replayed` true. A question that already has a decision saved by another `request_id` gets `question_already_decided`, whatever the decision; a `request_id` already used for another question or another decision gets `request_id_conflict`. A decision that leaves none of the task's questions open lets the waiting task run again.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    question_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The question, as exposed on the assistant message that asks it (`HistoryMessage.question_id`).
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this decision, chosen by the client and reused unchanged by every retry, including after reconnect.
+    """
+
+
+class UserQuestionStatus(StrEnum):
+    """
+    The owner's decision on a waiting-user question.
+    """
+
+    ANSWERED = "answered"
+    """
+    The owner answered; the answer is delivered to the original task.
+    """
+    DISMISSED = "dismissed"
+    """
+    The owner declined to answer; the original task is told the question was dismissed.
+    """
+
+
+class AgentsReactResult(WireModel):
+    """
+    The outcome of a reaction write.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the message.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the message.
+    """
+    reactions: ReactionState
+    """
+    The message's current reactions after the call.
+    """
+    receipt: ReactionRequestReceipt
+    """
+    The request receipt of this `request_id`.
+    """
+    replayed: bool
+    """
+    True when the call matched a retained request receipt and changed nothing.
+    """
+
+
+class AgentsReceiptsResult(WireModel):
+    """
+    The input receipts found.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    receipts: Annotated[list[InputReceipt], Field(max_length=100)]
+    """
+    The receipts in the order of the requested IDs; an ID without a receipt in the session is left out.
+    """
+
+
+class AgentsSendResult(WireModel):
+    """
+    The durable receipt of a submission.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    receipt: InputReceipt
+    """
+    The input's receipt.
+    """
+    replayed: bool
+    """
+    True when the submission repeated the `request_id` of an existing receipt, which is returned as it now stands.
+    """
+
+
+class HistoryMessage(WireModel):
+    """
+    One message of the public conversation projection. It exposes attachment metadata, never local paths or inline file bytes.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The message's history sequence: its address in the main conversation, which navigates to the original message.
+    """
+    role: HistoryRole
+    """
+    Who wrote the message.
+    """
+    text: str
+    """
+    The message's visible text.
+    """
+    created_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the message was saved (RFC 3339), or null when a legacy message has no timestamp; an unknown timestamp is never guessed.
+    """
+    reaction_eligible: bool
+    """
+    True when the owner can react to the message (see `MessageReactionSnapshot.reaction_eligible`).
+    """
+    reactions: ReactionState
+    """
+    The message's current reactions.
+    """
+    attachments: Annotated[list[AttachmentMetadata], Field(max_length=16)]
+    """
+    The message's attachments in submitted order; `host.session.attachment.read` reads their bytes.
+    """
+    question_id: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only on an assistant message that asks a waiting-user question: the ID to decide it with `user_question/answer` or `user_question/dismiss`.
+    """
+
+
+class JsonRpcError(WireModel):
+    """
+    The error object of a failed request. Clients and the conformance suite compare `data.code` only, never `message`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    code: Annotated[int, Field(ge=-2147483648, le=2147483647)]
+    """
+    The JSON-RPC error number, fixed by `data.code`: -32700 for `parse_error`, -32600 for `invalid_request`, -32601 for `unsupported_method`, -32602 for `invalid_params`, -32603 for `internal`, and -32000 for every other code.
+    """
+    message: Annotated[str, Field(max_length=4096)]
+    """
+    A human-readable summary for diagnostics. It is not normative; a client MUST NOT parse it.
+    """
+    data: UserHostErrorData
+    """
+    The stable, machine-readable error.
+    """
+
+
+JsonRpcId = TypeAliasType(
+    "JsonRpcId", Annotated[JsonRpcStringId | JsonRpcIntegerId, Field(title="JsonRpcId")]
+)
+"""
+A JSON-RPC request id: a string id or an integer id. A string id and an integer id are different ids even when they read alike (`"7"` is not `7`).
+"""
+
+
+class JsonRpcRequest(WireModel):
+    """
+    A client-to-host request. The host answers it with exactly one response carrying the same `id`. The first request on a connection MUST be `initialize`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    jsonrpc: Literal["2.0"]
+    """
+    The JSON-RPC version: exactly `2.0`. Any other value gets `invalid_request`.
+    """
+    id: JsonRpcId
+    """
+    The request id, chosen by the client and echoed by the response. It MUST differ from the id of every request of this client still in flight (else `invalid_request`). Ids are connection-local: they never refer to another transport's requests.
+    """
+    method: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The method's name, as listed in `methods/userhost.json`. A method this transport does not serve gets `unsupported_method`.
+    """
+    params: Annotated[dict[str, Any] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The method's parameters. Free-form here because its shape is the method's params def in the method catalog; params that do not validate against it get `invalid_params`. An absent `params` is equivalent to `{}`.
+    """
+
+
+class JsonRpcSuccessResponse(WireModel):
+    """
+    The host's answer to a request that succeeded.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    jsonrpc: Literal["2.0"]
+    """
+    The JSON-RPC version: exactly `2.0`.
+    """
+    id: JsonRpcId
+    """
+    The id of the request this response answers.
+    """
+    result: dict[str, Any]
+    """
+    The method's result. Free-form here because its shape is the method's result def in the method catalog.
+    """
+
+
+class MessageReactionSnapshot(WireModel):
+    """
+    The reaction state of one message as a client reads it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the message.
+    """
+    reaction_eligible: bool
+    """
+    True when the owner can react to the message: a saved assistant message of the main conversation that is not hidden, truncated, read-only, background, foreign-space or an unpersisted stream message.
+    """
+    reactions: ReactionState
+    """
+    The message's current reactions.
+    """
+
+
+class PluginClientCancelParams(WireModel):
+    """
+    Cancels a `plugin/client/request` in flight on the same connection. The cancel is answered at once. The named request still gets exactly one response: its result if it finished anyway, else the error `cancelled`. Cancelling revokes the call's live foreground authority; it does not undo work already admitted.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: JsonRpcId
+    """
+    The JSON-RPC id of the `plugin/client/request` to cancel. It matches requests of this connection only, never another client's.
+    """
+
+
+class PluginClientInvalidateParams(WireModel):
+    """
+    A content-free notice, sent through the host's generation-scoped client invalidation service to the connections whose captured graph is `graph_generation`, that durable plugin state changed. It carries no state: the client rereads it (reactions with `agents.reactions`) and ignores revisions older than those it holds. Delivery is best-effort: clients recover lost notices by rereading on reconnect and periodically, and a failed delivery never rolls back the change.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    graph_generation: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The graph generation of the plugin whose state changed.
+    """
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
+    """
+    The plugin whose state changed.
+    """
+    topic: PluginInvalidationTopic
+    """
+    What kind of state changed.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID whose state changed.
+    """
+    message_seqs: Annotated[
+        list[MessageSeq],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=100, min_length=1),
+    ]
+    """
+    The history sequences of the messages whose state changed: 1 to 100, without repeats.
+    """
+
+
+class UserHostIsolation(WireModel):
+    """
+    The isolation a user host declares. An ordinary user host reports `{"memory": "logical", "host": "unverified"}`; only an embedding that selected `verified_host` and passed verification reports `host: verified`. The logical mode never reports `verified`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    memory: UserHostMemoryIsolation
+    """
+    How memory is separated.
+    """
+    host: UserHostHostIsolation
+    """
+    Whether a trusted verifier attested the host's isolation.
+    """
+
+
+class UserInput(WireModel):
+    """
+    The host-owned envelope of one exact user input. Per submission the host accepts at most 64,000 UTF-8 bytes of text, at most 16 attachments and at most 20 MiB (20,971,520 bytes) of decoded attachment bytes in total; native clients may keep smaller transport limits of their own. Empty text is valid only together with at least one attachment: an empty `text` without attachments gets `invalid_params`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    client_input_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The client's ID of this input. The host records the receipt's `read_at` when exactly this ID and the input's history sequence occur in an assembled agent model context.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of the submission, chosen by the client and reused unchanged by every retry, including after reconnect, so that a retry recovers the same durable receipt.
+    """
+    text: Annotated[str, Field(json_schema_extra={"x-max-utf8-bytes": 64000}, max_length=64000)]
+    """
+    The literal prompt: at most 64,000 UTF-8 bytes; empty only when `attachments` is not empty.
+    """
+    attachments: Annotated[
+        list[UserInputAttachment] | None,
+        Field(
+            json_schema_extra={
+                "x-max-sum": {"property": "size", "maximum": 20971520},
+                "x-not-null": True,
+            },
+            max_length=16,
+        ),
+    ] = None
+    """
+    The attachments in submitted order: at most 16, whose `size` values sum to at most 20,971,520 bytes (20 MiB). Absent means none.
+    """
+
+
+class UserQuestionAnswerResult(WireModel):
+    """
+    The saved decision on a waiting-user question, answering `user_question/answer`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    question_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The question decided.
+    """
+    task_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The task that asked the question; the decision updates this task.
+    """
+    status: UserQuestionStatus
+    """
+    The saved decision.
+    """
+    decided_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the decision was saved (RFC 3339).
+    """
+    replayed: bool
+    """
+    True when this request repeated the `request_id` of the saved decision, which is returned unchanged.
+    """
+
+
+class UserQuestionDismissResult(WireModel):
+    """
+    The saved decision on a waiting-user question, answering `user_question/dismiss`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    question_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The question decided.
+    """
+    task_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The task that asked the question; the decision updates this task.
+    """
+    status: UserQuestionStatus
+    """
+    The saved decision.
+    """
+    decided_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the decision was saved (RFC 3339).
+    """
+    replayed: bool
+    """
+    True when this request repeated the `request_id` of the saved decision, which is returned unchanged.
+    """
+
+
+class AgentsHistoryReadResult(WireModel):
+    """
+    One page of the main conversation's history.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    messages: Annotated[list[HistoryMessage], Field(max_length=100)]
+    """
+    The page's messages, newest first (descending `message_seq`).
+    """
+    next_before_seq: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The `before_seq` of the next (older) page: the `message_seq` of this page's oldest message; null when no older message exists.
+    """
+
+
+class AgentsHistorySearchResult(WireModel):
+    """
+    One page of history search matches.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    messages: Annotated[list[HistoryMessage], Field(max_length=100)]
+    """
+    The matching messages of this page, newest first.
+    """
+    next_page_token: Annotated[str | None, Field(max_length=1024, min_length=1)]
+    """
+    The token for the next page, or null when this is the last page.
+    """
+
+
+class AgentsReactionsResult(WireModel):
+    """
+    The current reactions of the requested messages.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the messages.
+    """
+    messages: Annotated[list[MessageReactionSnapshot], Field(max_length=100)]
+    """
+    One entry per requested message, in request order; a sequence that names no saved message of the session is left out.
+    """
+
+
+class HttpErrorResponse(WireModel):
+    """
+    The body of every HTTP error response but 401's (which is empty). Its status is the one `x-http-status` of `UserHostErrorCode` gives `error.data.code`, or 413 for a body over max_frame_bytes (code `parse_error`) and 405 for an HTTP method the path does not serve (code `unsupported_method`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    error: JsonRpcError
+    """
+    What went wrong, as in a JSON-RPC error response; clients compare `data.code` only.
+    """
+
+
+class JsonRpcErrorResponse(WireModel):
+    """
+    The host's answer to a request that failed.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    jsonrpc: Literal["2.0"]
+    """
+    The JSON-RPC version: exactly `2.0`.
+    """
+    id: JsonRpcId | None
+    """
+    The id of the request this response answers, or null when the host could not read an id from the message (`parse_error`, or `invalid_request` for a message without a usable id).
+    """
+    error: JsonRpcError
+    """
+    What went wrong.
+    """
+
+
+JsonRpcMessage = TypeAliasType(
+    "JsonRpcMessage",
+    Annotated[
+        JsonRpcRequest | JsonRpcNotification | JsonRpcSuccessResponse | JsonRpcErrorResponse,
+        Field(title="JsonRpcMessage"),
+    ],
+)
+"""
+Any message of the user-host RPC. The kinds are told apart by their keys: a request has `id` and `method`, a notification has `method` and no `id`, a success response has `result` and an error response has `error`.
+"""
+
+
+class PluginClientRequestParams(WireModel):
+    """
+    Calls one client method of one plugin of the graph captured by this connection's handshake. The call and its cancellation keep that graph and this connection; a different target, a failed binding or a removed provider is an error, never permission to replay the call elsewhere. The host checks its runtime state, the plugin's declared service and the caller's resource authorization itself, whatever the client checked.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    plugin_id: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,127}\\Z")]
+    """
+    The plugin to call, as listed in `initialize`'s `plugins`.
+    """
+    plugin_fingerprint: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    The fingerprint the client expects the plugin to have. When present, the host MUST reject the call with `plugin_fingerprint_mismatch` unless it equals the fingerprint in the connection's inventory.
+    """
+    method: Annotated[
+        str,
+        Field(
+            max_length=128,
+            min_length=1,
+            pattern="^[a-z][a-z0-9_]*(\\.[a-z][a-z0-9_]*)*\\Z",
+        ),
+    ]
+    """
+    The plugin method (for example `agents.react`). A method the plugin does not serve to clients gets `unsupported_method`.
+    """
+    params: dict[str, Any]
+    """
+    The plugin method's parameters. Free-form here because its shape is the plugin method's params def in the method catalog (kind `plugin_request`); params that do not validate against it get `invalid_params`. Plugin params never carry a file path or attachment bytes: attachments travel only in `user_input`.
+    """
+    user_input: Annotated[UserInput | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The exact user input of this call, in the host-owned envelope. Only a client transport supplies it; plugin responses, UI events and background callbacks cannot synthesize user authority. A method that takes user input (`agents.send`) requires it, and any other method rejects it, both with `invalid_params`.
+    """
+
+
+class UserHostInitializeResult(WireModel):
+    """
+    The host's answer to a successful `initialize`. `user_space_id` and `product_domain` are fixed for the host's entire lifetime, are separate from the additive isolation report, and do not change with the extension inventory. A client MUST check both against the user space and domain it expects before calling Personal services, and MUST close the connection on a mismatch.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    protocol_version: Annotated[int, Field(ge=1, le=2147483647)]
+    """
+    The protocol version the host speaks on this connection: the one the client asked for.
+    """
+    server_info: UserHostServerInfo
+    """
+    The host implementation.
+    """
+    user_space_id: Annotated[str, Field(pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\\Z")]
+    """
+    The user space the host is bound to (for example `local`), set by the host's `--user-space` setting or SDK option. It is never derived from a workspace.
+    """
+    product_domain: Annotated[str, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
+    """
+    The product domain the host is bound to (for example `personal`). Memory APIs, injected context, history, indexes and plugin storage are separated by this domain; a client cannot select another domain's memory.
+    """
+    user_host_isolation: UserHostIsolation
+    """
+    The isolation the host declares.
+    """
+    composition_profile: Annotated[str | None, Field(pattern="^[a-z][a-z0-9_-]{0,63}\\Z")]
+    """
+    The composition profile explicitly selected for the host (`personal` for the shipped Personal composition), or null when none was selected. The user-space binding never selects a profile.
+    """
+    graph_generation: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The generation of the host's composition graph captured by this connection's handshake. Every `plugin/client/request` and `plugin/client/cancel` on this connection runs against this graph; once the host's graph has moved on, they get `graph_generation_changed`.
+    """
+    plugins: Annotated[list[PluginInventoryEntry], Field(max_length=1024)]
+    """
+    The plugins of the captured graph that clients can call with `plugin/client/request`, ordered by `plugin_id`. A client that routes a call MUST match the exact `plugin_id` and `fingerprint` it means to call against this inventory.
+    """
+    capabilities: Annotated[
+        list[Capability2],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=64),
+    ]
+    """
+    The optional protocol capabilities in effect on this connection: those the client listed that the host also supports. Empty in this version.
+    """

@@ -2,118 +2,1373 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/worker/."""
 
-from .models import (
-    Actor,
-    ActorKind,
-    CallbackRequestFrame,
-    CancelParams,
-    CancelResult,
-    DirEntry,
-    DirEntryType,
-    EditFileArguments,
-    EditFileMetadata,
-    EmptyResult,
-    ErrorCode,
-    ErrorString,
-    ExecCommandArguments,
-    ExecCommandMetadata,
-    ExecutionProcessV4,
-    ExecutionToolRequestV4,
-    ExportCloseParams,
-    ExportOpenParams,
-    ExportOpenResult,
-    ExportReadParams,
-    ExportReadResult,
-    Frame,
-    FrameId,
-    InitializeParams,
-    InitializeResult,
-    ListDirArguments,
-    ListDirMetadata,
-    NotificationFrame,
-    ProcessEvent,
-    ProcessEventCause,
-    ProcessEventType,
-    ProcessGetParams,
-    ProcessListParams,
-    ProcessListResult,
-    ProcessReadParams,
-    ProcessReadResult,
-    ProcessSignal,
-    ProcessStartParams,
-    ProcessStatus,
-    ProcessStopParams,
-    ProcessWriteParams,
-    ReadFileArguments,
-    ReadFileMetadata,
-    ReplyDataFrame,
-    ReplyErrorFrame,
-    ReplyFrame,
-    RequestFrame,
-    ResultView,
-    RunCodeParams,
-    ToolCall,
-    ToolInvokeParams,
-    ToolResult,
-    WorkerInfo,
-    WriteFileArguments,
-    WriteFileMetadata,
+from enum import StrEnum
+from re import compile
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints
+from typing_extensions import TypeAliasType
+
+from wuu.generated.wire import WireModel
+
+from .permissions import PermissionMode
+
+
+class ActorKind(StrEnum):
+    """
+    Who asks for the tool call.
+    """
+
+    AGENT = "agent"
+    """
+    A model-driven agent of the conversation.
+    """
+    USER = "user"
+    """
+    The person who owns the conversation, acting directly.
+    """
+    PLUGIN = "plugin"
+    """
+    An installed extension acting through its own process API.
+    """
+    SYSTEM = "system"
+    """
+    The host itself (recovery, maintenance).
+    """
+
+
+class CancelResult(WireModel):
+    """
+    Whether a cancellation was delivered.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    cancelled: bool
+    """
+    True when the named request was in flight and has been told to stop; false when it is unknown or already finished.
+    """
+
+
+class DirEntryType(StrEnum):
+    """
+    The type of a directory entry, not following symlinks.
+    """
+
+    FILE = "file"
+    """
+    A regular file.
+    """
+    DIRECTORY = "directory"
+    """
+    A directory.
+    """
+    SYMLINK = "symlink"
+    """
+    A symbolic link (not followed).
+    """
+    OTHER = "other"
+    """
+    Anything else: a socket, a FIFO, a device.
+    """
+
+
+class EditFileArguments(WireModel):
+    """
+    Arguments of `edit_file` (mutating): replace text in an existing file. When `old_string` does not occur, or occurs more than once without `replace_all`, the result has `is_error: true` and the file is unchanged.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The file's path, relative to the root or absolute.
+    """
+    old_string: Annotated[str, Field(min_length=1)]
+    """
+    The exact text to replace.
+    """
+    new_string: str
+    """
+    The replacement text.
+    """
+    replace_all: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, every occurrence is replaced; when false, `old_string` MUST occur exactly once.
+    """
+
+
+class EditFileMetadata(WireModel):
+    """
+    Metadata of a successful `edit_file` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    replacements: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    How many occurrences were replaced.
+    """
+
+
+class EmptyResult(WireModel):
+    """
+    The empty result of a method that answers nothing but success.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class ErrorCode(StrEnum):
+    """
+    The error codes of the worker protocol.
+    """
+
+    NOT_INITIALIZED = "not_initialized"
+    """
+    A request other than `initialize` arrived before a successful `initialize`.
+    """
+    INITIALIZATION_FAILED = "initialization_failed"
+    """
+    An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code.
+    """
+    TOKEN_MISMATCH = "token_mismatch"
+    """
+    The request's token differs from the one pinned by the first successful `initialize`.
+    """
+    BINDING_IMMUTABLE = "binding_immutable"
+    """
+    A repeated `initialize` carried data that differs from the pinned binding.
+    """
+    PROTOCOL_MISMATCH = "protocol_mismatch"
+    """
+    The `initialize` version is not 4.
+    """
+    UNSUPPORTED_METHOD = "unsupported_method"
+    """
+    The worker does not implement the method. A worker never substitutes a local fallback.
+    """
+    UNSUPPORTED_TOOL = "unsupported_tool"
+    """
+    `execute` named a tool that the worker does not provide.
+    """
+    UNSUPPORTED_POLICY = "unsupported_policy"
+    """
+    The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send).
+    """
+    INVALID_REQUEST = "invalid_request"
+    """
+    A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight.
+    """
+    CANCELLED = "cancelled"
+    """
+    The request was cancelled by `cancel`, or by the end of the connection, before it finished.
+    """
+    REPLY_TOO_LARGE = "reply_too_large"
+    """
+    The reply would exceed the frame size limit.
+    """
+    NOT_FOUND = "not_found"
+    """
+    The named file, directory, process or export token does not exist.
+    """
+    WORKSPACE_MISSING = "workspace_missing"
+    """
+    `require_existing_workspace` was true and the root does not exist.
+    """
+    PATH_OUTSIDE_ROOT = "path_outside_root"
+    """
+    In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included).
+    """
+    SENSITIVE_PATH = "sensitive_path"
+    """
+    The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode.
+    """
+    PERMISSION_DENIED = "permission_denied"
+    """
+    The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system.
+    """
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    """
+    A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead.
+    """
+    ARTIFACT_TOO_LARGE = "artifact_too_large"
+    """
+    An export snapshot would exceed max_export_bytes.
+    """
+    PARENT_NOT_LIVE = "parent_not_live"
+    """
+    A callback named a parent request that is no longer in flight.
+    """
+    INTERNAL = "internal"
+    """
+    The worker failed in a way no other code describes.
+    """
+
+
+ErrorString = TypeAliasType(
+    "ErrorString",
+    Annotated[
+        str,
+        Field(
+            pattern=compile("^[a-z][a-z0-9_]*(: [^\n\r\u2028\u2029]*)?\\Z"),
+            title="ErrorString",
+        ),
+    ],
+)
+"""
+An error as carried on the wire: `code` or `code: human message`, on one line. The code is the text before the first `:` and matches `^[a-z][a-z0-9_]*$`. The message holds no line terminator: neither LF nor CR nor U+2028 nor U+2029 (the characters ECMAScript's `.` does not match; the pattern names them, so that every regular-expression engine reads it alike). A sender replaces each line terminator of a message by a space.
+"""
+
+ArgvItem = TypeAliasType("ArgvItem", Annotated[str, Field(pattern=compile("^[^\\u0000]*\\Z"))])
+
+EnvAdditionalProperty = TypeAliasType(
+    "EnvAdditionalProperty", Annotated[str, Field(pattern=compile("^[^\\u0000]*\\Z"))]
 )
 
-__all__ = [
-    "Actor",
-    "ActorKind",
-    "CallbackRequestFrame",
-    "CancelParams",
-    "CancelResult",
-    "DirEntry",
-    "DirEntryType",
-    "EditFileArguments",
-    "EditFileMetadata",
-    "EmptyResult",
-    "ErrorCode",
-    "ErrorString",
-    "ExecCommandArguments",
-    "ExecCommandMetadata",
-    "ExecutionProcessV4",
-    "ExecutionToolRequestV4",
-    "ExportCloseParams",
-    "ExportOpenParams",
-    "ExportOpenResult",
-    "ExportReadParams",
-    "ExportReadResult",
-    "Frame",
+
+class ExecCommandArguments(WireModel):
+    """
+    Arguments of `exec_command`: run a command to completion. The output is the command's stdout and stderr combined, decoded as UTF-8 with invalid sequences replaced. A cancelled `exec_command` ends the command's whole process tree before its terminal reply (a worker may send TERM and wait a short grace before KILL), so nothing the command does happens after that reply.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    argv: Annotated[list[ArgvItem], Field(min_length=1)]
+    """
+    The program and its arguments; no shell is involved. The program is looked up on the command's PATH. No argument holds a NUL byte (an operating system's argument strings cannot).
+    """
+    cwd: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            min_length=1,
+            pattern="^[^\\u0000]*\\Z",
+        ),
+    ] = None
+    """
+    The working directory, relative to the root or absolute; the root by default. The path rules apply. It holds no NUL byte.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvAdditionalProperty,
+        ]
+        | None,
+        Field(json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    Extra environment variables for this command, over the binding's forwarded ones. No value holds a NUL byte.
+    """
+    timeout_ms: Annotated[int | None, Field(ge=1, json_schema_extra={"x-not-null": True}, le=2147483647)] = (
+        None
+    )
+    """
+    Milliseconds after which the command's process tree is killed; the result then has `timed_out: true`.
+    """
+
+
+class ExecCommandMetadata(WireModel):
+    """
+    Metadata of an `exec_command` result. `is_error` is true unless the command exited with status 0. A program that cannot be started is reported as a shell would: exit code 127 when it is not found, 126 when it cannot be executed. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    exit_code: Annotated[int | None, Field(ge=0, le=255)]
+    """
+    The exit status, or null when a signal ended the command.
+    """
+    signal: str | None
+    """
+    The name of the signal that ended the command (`KILL`, `TERM`, ...), or null.
+    """
+    timed_out: bool
+    """
+    True when `timeout_ms` expired and the command was killed.
+    """
+    duration_ns: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    Wall time from start to exit, in nanoseconds.
+    """
+
+
+class ExportCloseParams(WireModel):
+    """
+    Release a snapshot. An unknown token gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    token: Annotated[str, Field(min_length=1)]
+    """
+    The snapshot's token.
+    """
+
+
+class ExportOpenParams(WireModel):
+    """
+    Snapshot a file for export. The path rules of `execute` apply as in `standard` mode: the path resolves inside the root, and a sensitive path whose rule refuses reads gets `sensitive_path`. A file larger than max_export_bytes (256 MiB) gets `artifact_too_large`; a missing one `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The file's path, relative to the root or absolute.
+    """
+
+
+class ExportOpenResult(WireModel):
+    """
+    An open snapshot. Its bytes do not change, whatever later happens to the file.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    token: Annotated[str, Field(min_length=1)]
+    """
+    The snapshot's token for `export/read` and `export/close`.
+    """
+    size: Annotated[int, Field(ge=0, le=268435456)]
+    """
+    The snapshot's size in bytes.
+    """
+    sha256: Annotated[str, Field(pattern="^[0-9a-f]{64}\\Z")]
+    """
+    The SHA-256 of the snapshot's bytes, lower-case hex.
+    """
+
+
+class ExportReadParams(WireModel):
+    """
+    Read a chunk of a snapshot. An unknown or closed token gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    token: Annotated[str, Field(min_length=1)]
+    """
+    The snapshot's token.
+    """
+    offset: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The byte offset to read from; an offset at or past the size reads nothing with `eof: true`.
+    """
+    max_bytes: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=8388608)] = 1048576
+    """
+    The most bytes to return.
+    """
+
+
+class ExportReadResult(WireModel):
+    """
+    A chunk of a snapshot.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    data: Annotated[str, Field(json_schema_extra={"contentEncoding": "base64"})]
+    """
+    The bytes from `offset`, base64.
+    """
+    eof: bool
+    """
+    True when this chunk reaches the end of the snapshot.
+    """
+
+
+FrameId = TypeAliasType(
     "FrameId",
-    "InitializeParams",
-    "InitializeResult",
-    "ListDirArguments",
-    "ListDirMetadata",
-    "NotificationFrame",
-    "ProcessEvent",
-    "ProcessEventCause",
-    "ProcessEventType",
-    "ProcessGetParams",
-    "ProcessListParams",
-    "ProcessListResult",
-    "ProcessReadParams",
-    "ProcessReadResult",
-    "ProcessSignal",
-    "ProcessStartParams",
-    "ProcessStatus",
-    "ProcessStopParams",
-    "ProcessWriteParams",
-    "ReadFileArguments",
-    "ReadFileMetadata",
-    "ReplyDataFrame",
-    "ReplyErrorFrame",
-    "ReplyFrame",
-    "RequestFrame",
-    "ResultView",
-    "RunCodeParams",
-    "ToolCall",
-    "ToolInvokeParams",
-    "ToolResult",
-    "WorkerInfo",
-    "WriteFileArguments",
-    "WriteFileMetadata",
-]
+    Annotated[
+        str,
+        Field(json_schema_extra={"x-max-utf8-bytes": 256}, min_length=1, title="FrameId"),
+    ],
+)
+"""
+Identifies a request within its direction of the connection. A non-empty string of at most 256 UTF-8 bytes. A request that reuses the id of a request of the same direction that is still in flight gets `invalid_request`; an id may be reused once its request has had its terminal reply.
+"""
+
+Capability = TypeAliasType("Capability", Annotated[str, Field(min_length=1)])
+
+
+class InitializeParams(WireModel):
+    """
+    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment` or `capabilities` equals an empty one; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    version: Annotated[int, Field(ge=0, le=2147483647)]
+    """
+    The protocol version the host speaks. It MUST be 4; any other value gets `protocol_mismatch` and the connection stays uninitialized.
+    """
+    root: Annotated[str, Field(min_length=1, pattern="^/")]
+    """
+    The absolute path of the workspace root. In `standard` and `read_only`, every tool path resolves inside it.
+    """
+    session: Annotated[str, Field(min_length=1)]
+    """
+    The conversation's thread id. Process records carry it as `root_thread_id`; `process/list` lists only this session's processes.
+    """
+    identity: Annotated[dict[str, str] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Opaque identity labels of the environment (string to string). The worker stores them with the binding and does not interpret them.
+    """
+    environment: Annotated[
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
+        Field(json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    The explicitly forwarded environment variables. Commands see these, a minimal PATH and the request's own `env`, and never the worker's own environment.
+    """
+    require_existing_workspace: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true and `root` does not exist, `initialize` fails with `workspace_missing`. When false, the worker creates a missing root.
+    """
+    remove_workspace_on_exit: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, the worker removes `root` in its cleanup at the end of the connection.
+    """
+    capabilities: Annotated[
+        list[Capability] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    The capabilities the host requests (for example `process.start.v1`). The reply lists those the worker grants.
+    """
+
+
+Method = TypeAliasType("Method", Annotated[str, Field(min_length=1)])
+
+
+class ListDirArguments(WireModel):
+    """
+    Arguments of `list_dir`: list a directory's entries, recursively down to `depth`. A missing directory gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The directory's path, relative to the root or absolute.
+    """
+    depth: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=64)] = 1
+    """
+    How many levels to descend; 1 lists the directory's own entries.
+    """
+    include_hidden: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, entries whose name starts with `.` are listed.
+    """
+
+
+class NotificationFrame(WireModel):
+    """
+    A worker-to-host notification. It has no id and gets no reply.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    method: Annotated[str, Field(min_length=1)]
+    """
+    The notification's method name, as listed in the method catalog (for example `process/event`).
+    """
+    data: dict[str, Any]
+    """
+    The notification's payload, shaped by the method's params schema.
+    """
+
+
+class ProcessEventCause(StrEnum):
+    """
+    Why a process event happened.
+    """
+
+    START = "start"
+    """
+    The process was started by `process/start`.
+    """
+    EXIT = "exit"
+    """
+    The process exited with a status.
+    """
+    SIGNAL = "signal"
+    """
+    A signal the worker did not send ended the process.
+    """
+    STOP_REQUEST = "stop_request"
+    """
+    `process/stop` ended the process.
+    """
+    TIMEOUT = "timeout"
+    """
+    The process's `timeout_ms` expired.
+    """
+    SHUTDOWN = "shutdown"
+    """
+    The worker's cleanup ended the process.
+    """
+    ERROR = "error"
+    """
+    Starting or supervising the process failed.
+    """
+
+
+class ProcessEventType(StrEnum):
+    """
+    What happened to a process.
+    """
+
+    STARTED = "started"
+    """
+    The process started; the first event of every process that started. A process that could not start has only its `failed` event.
+    """
+    EXITED = "exited"
+    """
+    The process ended by itself.
+    """
+    STOPPED = "stopped"
+    """
+    The process was stopped (stop request, timeout or shutdown).
+    """
+    FAILED = "failed"
+    """
+    The process could not be started or supervised.
+    """
+
+
+class ProcessGetParams(WireModel):
+    """
+    Get one process's record. An unknown id gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The process id.
+    """
+
+
+class ProcessListParams(WireModel):
+    """
+    List the processes of the binding's session.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class ProcessReadParams(WireModel):
+    """
+    Read a process's combined stdout and stderr from a byte offset (Go casing). With no bytes past `OffsetBytes` while the process runs, the read waits up to `Wait` nanoseconds for new bytes. Once there is a byte to return (already there, or newly arrived), it collects more for up to `MinDwell` nanoseconds while the process runs, before answering. An unknown process gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    process: Annotated[str, Field(alias="Process", min_length=1)]
+    """
+    The process id.
+    """
+    max_bytes: Annotated[
+        int,
+        Field(alias="MaxBytes", ge=1, json_schema_extra={"x-not-null": True}, le=8388608),
+    ] = 65536
+    """
+    The most bytes to return.
+    """
+    offset_bytes: Annotated[
+        int,
+        Field(
+            alias="OffsetBytes",
+            ge=0,
+            json_schema_extra={"x-not-null": True},
+            le=9223372036854775807,
+        ),
+    ] = 0
+    """
+    The offset in the combined stream to read from. An offset below the retained start reads from the retained start (`Truncated: true`); an offset at or past `TotalBytes` reads nothing, with `StartOffset` and `EndOffset` equal to `OffsetBytes`.
+    """
+    wait: Annotated[
+        int,
+        Field(
+            alias="Wait",
+            ge=0,
+            json_schema_extra={"x-not-null": True},
+            le=9223372036854775807,
+        ),
+    ] = 0
+    """
+    Nanoseconds to wait for a first new byte when none is available.
+    """
+    min_dwell: Annotated[
+        int,
+        Field(
+            alias="MinDwell",
+            ge=0,
+            json_schema_extra={"x-not-null": True},
+            le=9223372036854775807,
+        ),
+    ] = 0
+    """
+    Nanoseconds to keep collecting after the first new byte, bounded by `MaxBytes`.
+    """
+
+
+class ProcessSignal(StrEnum):
+    """
+    The signal `process/stop` sends first.
+    """
+
+    TERM = "TERM"
+    """
+    Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL.
+    """
+    KILL = "KILL"
+    """
+    Kill the process tree at once.
+    """
+
+
+class ProcessStartParams(WireModel):
+    """
+    Start a background process. The path, sandbox and environment rules of `execute` apply: `cwd` resolves inside the root in `standard` and `read_only`, and the process runs under the OS sandbox in those modes or gets `sandbox_unavailable`. The reply is the new process's record. A program that cannot be started (not found, not executable) is not an error reply: its record has status `failed`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    operation_id: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    The host's id for this start, kept in the record (see capability `process.start.v1`). It does not deduplicate repeated starts.
+    """
+    argv: Annotated[list[ArgvItem], Field(min_length=1)]
+    """
+    The program and its arguments; no shell is involved. No argument holds a NUL byte (an operating system's argument strings cannot).
+    """
+    cwd: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            min_length=1,
+            pattern="^[^\\u0000]*\\Z",
+        ),
+    ] = None
+    """
+    The working directory, relative to the root or absolute; the root by default. It holds no NUL byte.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvAdditionalProperty,
+        ]
+        | None,
+        Field(json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    Extra environment variables, over the binding's forwarded ones. No value holds a NUL byte.
+    """
+    permission_mode: PermissionMode
+    """
+    The permission mode the process runs under.
+    """
+    stdin: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, the process's stdin is a pipe fed by `process/write`; otherwise it reads from /dev/null.
+    """
+    timeout_ms: Annotated[int | None, Field(ge=1, json_schema_extra={"x-not-null": True}, le=2147483647)] = (
+        None
+    )
+    """
+    Milliseconds after which the process tree is stopped (status `stopped`, event cause `timeout`).
+    """
+    output_retention_bytes: Annotated[
+        int, Field(ge=1048576, json_schema_extra={"x-not-null": True}, le=67108864)
+    ] = 8388608
+    """
+    How much of the process's combined output stays readable: the worker keeps exactly the last `output_retention_bytes` bytes, so the retained start of `process/read` is `TotalBytes` minus this value, or 0 while the stream is shorter. Older bytes are lost, and a read below the retained start says `Truncated`. It is a bound, not an allocation: a process that writes little costs the worker little. From min_retained_output_bytes (1 MiB) to max_output_retention_bytes (64 MiB); a value outside that range gets `invalid_request`; default_output_retention_bytes (8 MiB) when omitted.
+    """
+
+
+class ProcessStatus(StrEnum):
+    """
+    The state of a background process.
+    """
+
+    RUNNING = "running"
+    """
+    The process has started and not yet ended.
+    """
+    EXITED = "exited"
+    """
+    The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`.
+    """
+    STOPPED = "stopped"
+    """
+    The process was ended by `process/stop`, by its timeout, or by the worker's cleanup.
+    """
+    FAILED = "failed"
+    """
+    The process could not be started or supervised (for example its program was not found).
+    """
+
+
+class ProcessStopParams(WireModel):
+    """
+    Stop a process and its whole tree. The reply is the record after the tree has ended (status `stopped`, unless the process had already ended). Stopping an ended process returns its record unchanged. An unknown id gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The process id.
+    """
+    signal: Annotated[ProcessSignal, Field(json_schema_extra={"x-not-null": True})] = ProcessSignal.TERM
+    """
+    The first signal to send.
+    """
+    grace_ms: Annotated[int, Field(ge=0, json_schema_extra={"x-not-null": True}, le=2147483647)] = 5000
+    """
+    Milliseconds to wait after TERM before KILL.
+    """
+
+
+class ProcessWriteParams(WireModel):
+    """
+    Write to a process's stdin (optional method). A process started without `stdin: true`, or whose stdin is closed, gets `invalid_request`. The reply is the process's record.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The process id.
+    """
+    data: Annotated[str, Field(json_schema_extra={"contentEncoding": "base64"})]
+    """
+    The bytes to write, base64.
+    """
+    close: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, stdin is closed after the bytes are written.
+    """
+
+
+class ReadFileArguments(WireModel):
+    """
+    Arguments of `read_file`: read a byte range of a regular file as UTF-8 text. A missing file gets `not_found`; a directory gets `invalid_request`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The file's path, relative to the root or absolute.
+    """
+    offset_bytes: Annotated[
+        int, Field(ge=0, json_schema_extra={"x-not-null": True}, le=9223372036854775807)
+    ] = 0
+    """
+    The byte offset to start at.
+    """
+    max_bytes: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=8388608)] = 1048576
+    """
+    The most bytes to return.
+    """
+
+
+class ReadFileMetadata(WireModel):
+    """
+    Metadata of a `read_file` result. The output is the bytes read, decoded as UTF-8 with invalid sequences replaced. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    size: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The file's size in bytes.
+    """
+    offset_bytes: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The offset the read started at.
+    """
+    returned_bytes: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    How many bytes were read.
+    """
+    eof: bool
+    """
+    True when the read reached the end of the file.
+    """
+
+
+class ReplyDataFrame(WireModel):
+    """
+    A successful reply to a request, carrying the method's result.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: FrameId
+    """
+    The id of the request this reply answers.
+    """
+    data: dict[str, Any]
+    """
+    The method's result, shaped by the method's result schema.
+    """
+
+
+class ReplyErrorFrame(WireModel):
+    """
+    A failed reply to a request.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: FrameId
+    """
+    The id of the request this reply answers.
+    """
+    error: ErrorString
+    """
+    What went wrong: an error code, optionally followed by a colon, a space and a human message.
+    """
+
+
+ReplyFrame = TypeAliasType(
+    "ReplyFrame", Annotated[ReplyDataFrame | ReplyErrorFrame, Field(title="ReplyFrame")]
+)
+"""
+A reply: exactly one of `data` (success) and `error` (failure). A reply whose encoding would exceed max_frame_bytes is replaced by the error `reply_too_large`.
+"""
+
+
+class RequestFrame(WireModel):
+    """
+    A host-to-worker request. The worker answers every request with exactly one reply frame carrying the same id.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: FrameId
+    """
+    The request id, echoed by the reply.
+    """
+    method: Annotated[str, Field(min_length=1)]
+    """
+    The method name, as listed in the method catalog. A method the worker does not implement gets `unsupported_method`.
+    """
+    token: str
+    """
+    The connection's authentication token. The first successful `initialize` pins it; every later request MUST carry the same token or gets `token_mismatch`. The token protects a private connection, not an unauthenticated remote transport.
+    """
+    data: dict[str, Any]
+    """
+    The method's parameters, shaped by the method's params schema. Parameters that violate that schema get `invalid_request`.
+    """
+
+
+class ResultView(StrEnum):
+    """
+    Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`.
+    """
+
+    OUTPUT = "output"
+    """
+    The program's printed output only.
+    """
+    VALUE = "value"
+    """
+    Only the JSON value of the program's final expression, encoded as JSON text.
+    """
+    BOTH = "both"
+    """
+    The printed output, then a line with the JSON value.
+    """
+
+
+class RunCodeParams(WireModel):
+    """
+    Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    language: Annotated[str, Field(min_length=1)]
+    """
+    The program's language (for example `python`). A language the worker does not run gets `unsupported_policy`.
+    """
+    source: str
+    """
+    The program's source text.
+    """
+    result_view: ResultView
+    """
+    Which view of the outcome to return.
+    """
+    timeout_ms: Annotated[int | None, Field(ge=1, json_schema_extra={"x-not-null": True}, le=2147483647)] = (
+        None
+    )
+    """
+    Milliseconds after which the program is stopped and the result has `is_error: true`.
+    """
+
+
+class ToolCall(WireModel):
+    """
+    One tool call as the model or client made it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The tool call's id, as assigned by the caller.
+    """
+    arguments: str
+    """
+    The tool's arguments, encoded as a JSON object text. Text that is not a JSON object, or arguments that violate the tool's arguments schema, get `invalid_request`.
+    """
+
+
+class ToolInvokeParams(WireModel):
+    """
+    A worker-to-host callback: run a tool on behalf of the live parent request. The host answers with a ToolResult, or `parent_not_live` when the parent has ended.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
+    """
+    The tool's name.
+    """
+    arguments: str
+    """
+    The tool's arguments, encoded as a JSON object text.
+    """
+
+
+class ToolResult(WireModel):
+    """
+    The ordinary result of a tool call.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    output: str
+    """
+    The tool's textual output, shown to the caller.
+    """
+    is_error: bool
+    """
+    True when the tool ran and failed (a command that did not exit 0, an edit whose `old_string` was not found).
+    """
+    metadata: Annotated[dict[str, Any] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Structured facts about the call; the tool's entry in the method catalog names the schema of its metadata. Free-form here because each tool shapes its own. A tool's metadata is open for extension, and so is each object inside it that is a named def (a `list_dir` entry): a worker MAY add keys that the schema does not define (extension keys, named as the Extensions section of spec/README.md says); a host MUST ignore every key it does not know, and each key the schema defines keeps its type and rules.
+    """
+
+
+class WorkerInfo(WireModel):
+    """
+    The worker implementation's name and version, for diagnostics only.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(min_length=1)]
+    """
+    The implementation's name.
+    """
+    version: Annotated[str, Field(min_length=1)]
+    """
+    The implementation's version.
+    """
+
+
+class WriteFileArguments(WireModel):
+    """
+    Arguments of `write_file` (mutating): replace a file's content, creating the file if needed. A missing parent directory gets `not_found` unless `create_dirs` is true.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The file's path, relative to the root or absolute.
+    """
+    content: str
+    """
+    The new content, written as UTF-8.
+    """
+    create_dirs: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, missing parent directories are created.
+    """
+
+
+class WriteFileMetadata(WireModel):
+    """
+    Metadata of a `write_file` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    bytes_written: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    How many bytes the file now holds.
+    """
+    created: bool
+    """
+    True when the file did not exist before.
+    """
+
+
+class Actor(WireModel):
+    """
+    The actor on whose behalf a tool runs. Actor-scoped state is keyed by it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: ActorKind
+    """
+    The kind of actor.
+    """
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The actor's id, unique within its kind.
+    """
+
+
+class CallbackRequestFrame(WireModel):
+    """
+    A worker-to-host request made on behalf of a live host request (a `tool/invoke` callback from `run_code`). The host answers it with a reply frame. The host rejects a callback whose parent request is no longer in flight with `parent_not_live`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: FrameId
+    """
+    The callback's id, in the worker-to-host id space.
+    """
+    method: Literal["tool/invoke"]
+    """
+    The callback method; `tool/invoke` is the only one.
+    """
+    parent: FrameId
+    """
+    The id of the host request on whose behalf the worker calls back; it MUST still be in flight.
+    """
+    data: dict[str, Any]
+    """
+    The callback's parameters (ToolInvokeParams).
+    """
+
+
+class CancelParams(WireModel):
+    """
+    Asks the worker to cancel an in-flight request. Before the binding is pinned, only an `initialize` in flight can be cancelled (with the token it carries); otherwise `cancel` gets `not_initialized`. The cancel is answered at once. The named request still gets exactly one terminal reply after its handler has drained: its result if it finished anyway, else the error `cancelled`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    id: FrameId
+    """
+    The id of the request to cancel.
+    """
+
+
+class DirEntry(WireModel):
+    """
+    One entry of a `list_dir` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    path: Annotated[str, Field(min_length=1)]
+    """
+    The entry's path relative to the listed directory, `/`-separated.
+    """
+    type: DirEntryType
+    """
+    The entry's type.
+    """
+    size: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The entry's size in bytes (0 for directories).
+    """
+
+
+class ExecutionProcessV4(WireModel):
+    """
+    The record of one background process.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    id: Annotated[str, Field(min_length=1)]
+    """
+    The worker-assigned process id, unique within the worker's registry. It is not an OS pid.
+    """
+    operation_id: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    The host's operation id from `process/start`. A worker that grants `process.start.v1` MUST return it unchanged in start replies and in every record `process/list` returns.
+    """
+    root_thread_id: Annotated[str, Field(min_length=1)]
+    """
+    The binding's `session`.
+    """
+    argv: Annotated[list[str], Field(min_length=1)]
+    """
+    The program and its arguments, as started.
+    """
+    cwd: Annotated[str, Field(min_length=1)]
+    """
+    The absolute working directory the process started in.
+    """
+    status: ProcessStatus
+    """
+    The process's state.
+    """
+    pid: Annotated[int | None, Field(ge=1, json_schema_extra={"x-not-null": True}, le=2147483647)] = None
+    """
+    The OS process id inside the environment, for diagnostics only; absent once unknown.
+    """
+    exit_code: Annotated[int | None, Field(ge=0, le=255)]
+    """
+    The exit status, or null while running or when a signal ended the process.
+    """
+    signal: str | None
+    """
+    The name of the signal that ended the process (`TERM`, `KILL`, ...), or null.
+    """
+    started_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the process started (RFC 3339).
+    """
+    ended_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the process ended (RFC 3339), or null while running.
+    """
+    duration_ns: Annotated[int | None, Field(ge=0, le=9223372036854775807)]
+    """
+    Wall time from start to end in nanoseconds, or null while running.
+    """
+    output_bytes: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    Every byte of combined output the process has produced so far (equals `TotalBytes` of `process/read`).
+    """
+
+
+class ExecutionToolRequestV4(WireModel):
+    """
+    The parameters of `execute`: which tool, with which arguments, for whom, under which permission mode.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    tool: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*\\Z")]
+    """
+    The workspace tool's name. A tool the worker does not provide gets `unsupported_tool`.
+    """
+    call: ToolCall
+    """
+    The call and its encoded arguments.
+    """
+    actor: Actor
+    """
+    On whose behalf the tool runs.
+    """
+    permission_mode: PermissionMode
+    """
+    The permission mode the worker enforces for this call.
+    """
+
+
+Frame = TypeAliasType(
+    "Frame",
+    Annotated[
+        RequestFrame | ReplyDataFrame | ReplyErrorFrame | NotificationFrame | CallbackRequestFrame,
+        Field(title="Frame"),
+    ],
+)
+"""
+Any frame of the worker protocol. The kinds are told apart by their keys: a request has `token`, a callback request has `parent`, a notification has `method` but no `id`, and a reply has neither `method` nor `token`.
+"""
+
+
+class InitializeResult(WireModel):
+    """
+    The worker's answer to a successful `initialize`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    version: Annotated[int, Field(ge=4, le=4)]
+    """
+    The protocol version the worker speaks: 4.
+    """
+    capabilities: Annotated[list[Capability], Field(json_schema_extra={"x-unique-items": True})]
+    """
+    The capabilities granted on this connection: a subset of those requested. `process.start.v1` is granted only if `process/start` replies and `process/list` records keep the host's `operation_id`.
+    """
+    methods: Annotated[list[Method], Field(json_schema_extra={"x-unique-items": True})]
+    """
+    Every method the worker implements on this connection, `initialize` and `cancel` included. A method not listed gets `unsupported_method`.
+    """
+    worker: WorkerInfo
+    """
+    The worker implementation.
+    """
+
+
+class ListDirMetadata(WireModel):
+    """
+    Metadata of a `list_dir` result. The output lists the same entries, one path per line, directories ending in `/`. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    entries: list[DirEntry]
+    """
+    The entries, sorted by path.
+    """
+
+
+class ProcessEvent(WireModel):
+    """
+    The `process/event` notification (Go casing). A process's `started` event comes before its terminal event, and a process has exactly one terminal event (`exited`, `stopped` or `failed`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: Annotated[ProcessEventType, Field(alias="Type")]
+    """
+    What happened.
+    """
+    cause: Annotated[ProcessEventCause, Field(alias="Cause")]
+    """
+    Why it happened.
+    """
+    process: Annotated[ExecutionProcessV4, Field(alias="Process")]
+    """
+    The process's record after the event.
+    """
+
+
+class ProcessListResult(WireModel):
+    """
+    The processes of the binding's session, running and ended, in start order. Processes of other sessions sharing the registry are not listed.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    processes: list[ExecutionProcessV4]
+    """
+    The process records.
+    """
+
+
+class ProcessReadResult(WireModel):
+    """
+    A chunk of a process's combined output (Go casing). What stays readable is set by the process's `output_retention_bytes` (`process/start`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    process: Annotated[ExecutionProcessV4, Field(alias="Process")]
+    """
+    The process's record when the read answered.
+    """
+    output: Annotated[str, Field(alias="Output", json_schema_extra={"contentEncoding": "base64"})]
+    """
+    The bytes from `StartOffset` to `EndOffset`, base64 (Go's encoding of []byte).
+    """
+    start_offset: Annotated[int, Field(alias="StartOffset", ge=0, le=9223372036854775807)]
+    """
+    The stream offset of the first returned byte.
+    """
+    end_offset: Annotated[int, Field(alias="EndOffset", ge=0, le=9223372036854775807)]
+    """
+    The stream offset just past the last returned byte; the next read continues here.
+    """
+    total_bytes: Annotated[int, Field(alias="TotalBytes", ge=0, le=9223372036854775807)]
+    """
+    Every byte the process has ever produced.
+    """
+    truncated: Annotated[bool, Field(alias="Truncated")]
+    """
+    True when `OffsetBytes` was below the retained start, so bytes between them are lost.
+    """
+    timed_out: Annotated[bool, Field(alias="TimedOut")]
+    """
+    True only when the read waited and `Wait` expired without a new byte.
+    """
+    duration: Annotated[int, Field(alias="Duration", ge=0, le=9223372036854775807)]
+    """
+    How long the read took, in nanoseconds.
+    """

@@ -9,22 +9,32 @@ profile's workspace), then the profile's `forward_env` variables merged under th
 same on every initialize, so an equal re-initialize stays equal.
 
 At the host's EOF the worker gets EOF, and the profile's `shutdown_timeout_ms` bounds everything after
-it; past the budget the transport is terminated and the failure reported (CleanupFailed).
+it; past the budget the transport is terminated and the failure reported (CleanupFailed). SIGTERM and
+SIGINT end the connection the same way, at any point: the worker gets EOF, its environment is cleaned up
+within the same budget, and the exit status follows the same rules (a signal during provisioning lets it
+finish, then shuts down at once). A second signal changes nothing: the budget already bounds the rest.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wuu.generated.models import ExecutionProfile
-from wuu.worker.relay import InitializeRewrite, Relay
-from wuu.worker.streams import connect_pipes
 
 from .backends import environment_for
 from .backends.base import Environment
+from .prestart import Prestarted
 from .profiles import Profile
+
+if TYPE_CHECKING:
+    from wuu.worker.relay import InitializeRewrite
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""The signals that end a connection like the host's EOF."""
 
 
 def initialize_interceptor(environment: Environment, forwarded: Mapping[str, str]) -> InitializeRewrite:
@@ -43,20 +53,39 @@ def initialize_interceptor(environment: Environment, forwarded: Mapping[str, str
     return intercept
 
 
-async def serve_adapter(profile: Profile[ExecutionProfile], environ: Mapping[str, str] | None = None) -> None:
-    """Serve one connection through the profile's environment. Raises CleanupFailed after a failed shutdown."""
+async def serve_adapter(
+    profile: Profile[ExecutionProfile],
+    environ: Mapping[str, str] | None = None,
+    prestarted: Prestarted | None = None,
+) -> None:
+    """Serve one connection through the profile's environment. Raises CleanupFailed after a failed shutdown.
+
+    A `prestarted` worker (`wuu.host.prestart`) serves it when it runs the profile's command.
+    """
     forwarded = profile.forwarded_environment(os.environ if environ is None else environ)
-    environment = environment_for(profile)
-    host_in, host_out, _ = await connect_pipes()
-    worker_out, worker_in = await environment.start()
-    relay = Relay(
-        (host_in, host_out), (worker_out, worker_in), initialize_interceptor(environment, forwarded)
-    )
-    await relay.either_ended()
-    budget = profile.settings.shutdown_timeout_ms / 1000
-    relay.end_input()
+    environment = environment_for(profile, prestarted)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop.set)
     try:
-        await environment.close(budget)
+        worker_out, worker_in = await environment.start()
+        # Imported once the worker is starting, so that the worker's own start hides their cost.
+        from wuu.worker.relay import Relay
+        from wuu.worker.streams import connect_pipes
+
+        host_in, host_out, _ = await connect_pipes()
+        relay = Relay(
+            (host_in, host_out), (worker_out, worker_in), initialize_interceptor(environment, forwarded)
+        )
+        await relay.either_ended(stop)
+        budget = profile.settings.shutdown_timeout_ms / 1000
+        relay.end_input()
+        try:
+            await environment.close(budget)
+        finally:
+            await relay.finish(budget)
+            host_out.close()
     finally:
-        await relay.finish(budget)
-        host_out.close()
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)

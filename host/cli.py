@@ -2,24 +2,25 @@
 
 wuu-host adapter --config FILE [--profile NAME]   serve the v4 protocol on stdio through a profile's backend
 
-Exit status: 0 after a clean shutdown; 2 when the configuration is wrong (ProfileError) or the profile's
-environment cannot be provisioned (EnvironmentUnavailable), before any worker runs; 1 when the shutdown
-failed (CleanupFailed).
+Exit status: 0 after a clean shutdown (at the host's EOF, or at SIGTERM or SIGINT, which end the
+connection the same way); 2 when the configuration is wrong (ProfileError) or the profile's environment
+cannot be provisioned (EnvironmentUnavailable), before any worker is connected (a `local` worker that
+started while the file was validated gets EOF, unused: `wuu.host.prestart`); 1 when the shutdown failed
+(CleanupFailed).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from wuu.worker.errors import CleanupFailed
-
-from . import profiles
-from .adapter import serve_adapter
 from .errors import EnvironmentUnavailable, ProfileError
+from .prestart import prestart
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -29,9 +30,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     adapter.add_argument("--config", required=True, type=Path, help="the user configuration file (JSON)")
     adapter.add_argument("--profile", help="the profile name (default: the configuration's default)")
     args = parser.parse_args(argv)
+    # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart).
+    prestarted = prestart(args.config, args.profile)
     try:
+        from . import profiles
+        from .adapter import serve_adapter
+
         profile = profiles.load(args.config).select(args.profile)
-        asyncio.run(serve_adapter(profile))
+        asyncio.run(serve_adapter(profile, prestarted=prestarted))
     except ProfileError as error:
         for line in str(error).splitlines():  # a bad configuration has a line per problem
             print(f"wuu-host: {line}", file=sys.stderr)
@@ -39,11 +45,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EnvironmentUnavailable as error:
         print(f"wuu-host: {error}", file=sys.stderr)
         return 2
-    except CleanupFailed as error:
+    except Exception as error:
+        # Imported here, not before the worker starts (the module costs a connection's start-up time);
+        # a backend that raised CleanupFailed has loaded it already.
+        from wuu.worker.errors import CleanupFailed
+
+        if not isinstance(error, CleanupFailed):
+            raise
         print(f"wuu-host: shutdown failed: {error}", file=sys.stderr)
         return 1
+    finally:
+        if prestarted is not None:
+            prestarted.discard()  # unless the profile claimed it: then it has been waited for
     return 0
 
 
 def entry() -> None:
-    sys.exit(main())
+    """The console script: `main`, then exit at once.
+
+    The connection is over and everything it used is cleaned up by then; what is left is the interpreter's
+    own teardown of every module (pydantic's, the SDKs'), a cost on each connection that nothing needs.
+    """
+    status = main()
+    for stream in (sys.stdout, sys.stderr):  # stdout is closed already after a connection
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)

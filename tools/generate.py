@@ -151,8 +151,8 @@ def remove_class(source: str, name: str) -> str:
     return source
 
 
-def generate_models(out: Path, spec_bundle: dict[str, Any]) -> None:
-    """models.py: the pydantic models of every def, by datamodel-code-generator."""
+def generate_models(spec_bundle: dict[str, Any]) -> str:
+    """The pydantic models of every def in one module's source, by datamodel-code-generator."""
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "bundle.json"
         source.write_text(dump_json(model_input(spec_bundle)), encoding="utf-8")
@@ -192,6 +192,8 @@ def generate_models(out: Path, spec_bundle: dict[str, Any]) -> None:
                 "--field-extra-keys",
                 *MODEL_KEYWORDS,
                 "--disable-timestamp",
+                # Annotations evaluated as the class is built: pydantic need not compile a string for each.
+                "--disable-future-imports",
                 "--formatters",
                 "ruff-format",
                 "--custom-file-header",
@@ -199,24 +201,138 @@ def generate_models(out: Path, spec_bundle: dict[str, Any]) -> None:
             ],
             stdout=subprocess.DEVNULL,
         )
-        text = remove_class(target.read_text(encoding="utf-8"), spec_bundle["title"])
-    write(out / "models.py", text)
+        return remove_class(target.read_text(encoding="utf-8"), spec_bundle["title"])
 
 
-def generate_area_modules(out: Path) -> list[str]:
-    """One module per spec area re-exporting that area's models; the areas, in order."""
+def defined_names(node: ast.stmt) -> list[str]:
+    """The names a top-level statement of the models defines (a class, an enum or a type alias)."""
+    if isinstance(node, ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Assign):
+        return [target.id for target in node.targets if isinstance(target, ast.Name)]
+    return []
+
+
+def used_names(node: ast.AST) -> set[str]:
+    """Every bare name a statement reads."""
+    return {child.id for child in ast.walk(node) if isinstance(child, ast.Name)}
+
+
+def split_models(source: str, areas: dict[str, list[str]]) -> dict[str, str]:
+    """The one models module cut into one module per spec area, importing across areas what each uses.
+
+    A statement belongs to its def's area; a helper datamodel-code-generator made (an inline enum, say)
+    to the area of the first statement that uses it, and one that nothing uses is left out. A docstring
+    statement stays with the definition it follows. Each module keeps only the imports it uses. Areas that
+    reference each other both ways cannot be modules of their own: that stops the generator.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    imports = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    area_of = {name: area for area, names in areas.items() for name in names}
+    chunks: list[tuple[list[str], ast.stmt, str]] = []  # (names defined, statement, its text)
+    for node in tree.body:
+        if node in imports:
+            continue
+        assert node.end_lineno is not None
+        text = "".join(lines[node.lineno - 1 - len(getattr(node, "decorator_list", [])) : node.end_lineno])
+        if not defined_names(node) and chunks and isinstance(node, ast.Expr):
+            names, statement, before = chunks[-1]
+            chunks[-1] = (names, statement, before + text)
+            continue
+        chunks.append((defined_names(node), node, text))
+    # Last first: a helper's first user, defined after it, may itself be a helper, already settled then.
+    for index in reversed(range(len(chunks))):
+        for name in chunks[index][0]:
+            if name not in area_of:
+                user = next(
+                    (ns[0] for ns, node, _ in chunks[index + 1 :] if ns and name in used_names(node)), None
+                )
+                if user is not None:  # else nothing uses it: the bundle's own root alias
+                    area_of[name] = area_of[user]
+    imported: dict[str, str] = {}
+    for node in imports:
+        for alias in node.names:
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            imported[alias.asname or alias.name] = (
+                f"from {module} import {alias.name}" if module else f"import {alias.name}"
+            )
+    modules: dict[str, str] = {}
+    uses: dict[str, set[str]] = {}
+    for area in areas:
+        own = [(names, node, text) for names, node, text in chunks if names and area_of.get(names[0]) == area]
+        used = set().union(*(used_names(node) for _, node, _ in own)) if own else set()
+        defined = {name for names, _, _ in own for name in names}
+        foreign: dict[str, list[str]] = {}
+        for name in sorted(used - defined):
+            if name in area_of:
+                foreign.setdefault(area_of[name], []).append(name)
+        header_lines = sorted(imported[name] for name in used if name in imported)
+        cross = [f"from .{other} import {', '.join(names)}" for other, names in sorted(foreign.items())]
+        body = "\n\n".join(text.rstrip("\n") for _, _, text in own)
+        modules[area] = "\n".join([*header_lines, *cross]) + "\n\n\n" + body + "\n"
+        uses[area] = set(foreign)
+    cycle = _area_cycle(uses)
+    if cycle:
+        raise SystemExit(f"models: the spec areas reference each other in a cycle: {' -> '.join(cycle)}")
+    return modules
+
+
+def _area_cycle(uses: dict[str, set[str]]) -> list[str]:
+    """A cycle of areas that import each other, or an empty list."""
+    done: set[str] = set()
+
+    def visit(area: str, path: list[str]) -> list[str]:
+        if area in path:
+            return [*path[path.index(area) :], area]
+        if area in done:
+            return []
+        for used in sorted(uses.get(area, ())):
+            found = visit(used, [*path, area])
+            if found:
+                return found
+        done.add(area)
+        return []
+
+    return next((cycle for area in sorted(uses) if (cycle := visit(area, []))), [])
+
+
+def generate_area_modules(out: Path, source: str) -> list[str]:
+    """One module per spec area holding that area's models, and models.py, the index that loads them lazily.
+
+    Importing one area builds only its models and those of the areas it references: a worker never
+    builds the user host's. The areas, in order.
+    """
     areas = area_of_defs()
-    for area, names in areas.items():
-        lines = [
-            header(f"spec/schema/{area}/"),
-            f'"""The models of spec/schema/{area}/."""\n\n',
-            "from .models import (\n",
-            *(f"    {name},\n" for name in names),
-            ")\n\n__all__ = [\n",
-            *(f'    "{name}",\n' for name in names),
-            "]\n",
-        ]
-        write(out / f"{area}.py", "".join(lines))
+    for area, text in split_models(source, areas).items():
+        write(
+            out / f"{area}.py",
+            header(f"spec/schema/{area}/") + f'"""The models of spec/schema/{area}/."""\n\n' + text,
+        )
+    names = sorted((name, area) for area, members in areas.items() for name in members)
+    checked = "".join(f"    from .{area} import {', '.join(members)}\n" for area, members in areas.items())
+    text = (
+        header("spec/schema (bundled)")
+        + '"""Every model of the spec by name. Each name loads its area\'s module (wuu.generated.<area>) when it is\n'
+        + 'first used, so that a process builds only the models it uses."""\n\n'
+        + "import importlib\nfrom typing import TYPE_CHECKING, Any\n\n"
+        + f"if TYPE_CHECKING:\n{checked}\n"
+        + "AREA_OF: dict[str, str] = {\n"
+        + "".join(f"    {name!r}: {area!r},\n" for name, area in names)
+        + "}\n"
+        + '"""The spec area whose module defines each model."""\n\n'
+        + "__all__ = [\n"
+        + "".join(f"    {name!r},\n" for name, _ in names)
+        + "]\n\n\n"
+        + "def __getattr__(name: str) -> Any:\n"
+        + "    area = AREA_OF.get(name)\n"
+        + "    if area is None:\n"
+        + '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")\n'
+        + '    value = getattr(importlib.import_module(f".{area}", __package__), name)\n'
+        + "    globals()[name] = value\n"
+        + "    return value\n"
+    )
+    write(out / "models.py", text)
     return list(areas)
 
 
@@ -225,63 +341,107 @@ def python_name(method: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
 
 
+def catalog_table(
+    name: str, kind: str, doc: str, rows: list[str], defs: set[str], area_of: dict[str, str]
+) -> str:
+    """One table of catalog.py as the function that builds it, importing the models it names when called."""
+    imports = "".join(
+        f"    from .{area} import {', '.join(sorted(d for d in defs if area_of[d] == area))}\n"
+        for area in sorted({area_of[d] for d in defs})
+    )
+    return (
+        f"\n\ndef _{name.lower()}() -> {kind}:\n"
+        f'    """{doc}"""\n'
+        f"{imports}"
+        f"    return {{\n" + "".join(f"        {row}\n" for row in rows) + "    }\n"
+    )
+
+
 def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
-    """catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables."""
-    defs_used: set[str] = set()
-    body: list[str] = []
+    """catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables.
+
+    The constants are plain values. Each table is built when first used (module `__getattr__`), importing
+    only its own protocol's models: the worker's catalog never loads the user host's models.
+    """
+    area_of = {name: area for area, names in area_of_defs().items() for name in names}
+    constants: list[str] = []
+    tables: list[tuple[str, str, str]] = []  # (name, type, builder source)
     for protocol, catalog in catalogs().items():
         prefix = protocol.upper()
-        body.append(f"\n# --- {protocol}: spec/methods/{protocol}.json ---\n\n")
+        constants.append(f"\n# --- {protocol}: spec/methods/{protocol}.json ---\n\n")
         for constant in catalog["constants"]:
-            body.append(f"{prefix}_{constant['name'].upper()}: Final = {constant['value']}\n")
-            body.append(f'"""{constant["description"]} ({constant["unit"]})"""\n')
+            constants.append(f"{prefix}_{constant['name'].upper()}: Final = {constant['value']}\n")
+            constants.append(f'"""{constant["description"]} ({constant["unit"]})"""\n')
         capabilities = {c["capability"]: c["description"] for c in catalog.get("capabilities", [])}
-        body.append(f"\n{prefix}_CAPABILITIES: Final[Mapping[str, str]] = {capabilities!r}\n")
-        body.append(f'"""The capabilities of the {protocol} protocol and what granting each promises."""\n\n')
-        body.append(f"{prefix}_METHODS: Final[Mapping[str, MethodSpec]] = {{\n")
+        constants.append(f"\n{prefix}_CAPABILITIES: Final[Mapping[str, str]] = {capabilities!r}\n")
+        constants.append(
+            f'"""The capabilities of the {protocol} protocol and what granting each promises."""\n'
+        )
+        defs: set[str] = set()
+        rows = []
         for entry in catalog["methods"]:
-            defs_used.add(entry["params"])
+            defs.add(entry["params"])
             if entry["result"]:
-                defs_used.add(entry["result"])
-            body.append(
-                f"    {entry['method']!r}: MethodSpec(method={entry['method']!r}, "
+                defs.add(entry["result"])
+            rows.append(
+                f"{entry['method']!r}: MethodSpec(method={entry['method']!r}, "
                 f"direction={entry['direction']!r}, kind={entry['kind']!r}, params={entry['params']}, "
                 f"result={entry['result'] or 'None'}, optional={entry['optional']!r}, "
                 f"capability={entry['capability']!r}, description={entry['description']!r}, "
-                f"user_input={entry.get('user_input', False)!r}),\n"
+                f"user_input={entry.get('user_input', False)!r}),"
             )
-        body.append("}\n")
-        body.append(f'"""Every method of the {protocol} protocol, by wire name, in catalog order."""\n')
+        doc = f"Every method of the {protocol} protocol, by wire name, in catalog order."
+        kind = "Mapping[str, MethodSpec]"
+        tables.append(
+            (f"{prefix}_METHODS", kind, catalog_table(f"{prefix}_METHODS", kind, doc, rows, defs, area_of))
+        )
         if "tools" in catalog:
-            body.append(f"\n{prefix}_TOOLS: Final[Mapping[str, ToolSpec]] = {{\n")
+            defs, rows = set(), []
             for tool in catalog["tools"]:
-                defs_used.update((tool["arguments"], tool["metadata"]))
-                body.append(
-                    f"    {tool['tool']!r}: ToolSpec(tool={tool['tool']!r}, arguments={tool['arguments']}, "
+                defs.update((tool["arguments"], tool["metadata"]))
+                rows.append(
+                    f"{tool['tool']!r}: ToolSpec(tool={tool['tool']!r}, arguments={tool['arguments']}, "
                     f"metadata={tool['metadata']}, mutating={tool['mutating']!r}, "
-                    f"runs_commands={tool['runs_commands']!r}, description={tool['description']!r}),\n"
+                    f"runs_commands={tool['runs_commands']!r}, description={tool['description']!r}),"
                 )
-            body.append("}\n")
-            body.append('"""The core workspace tools of `execute`, by name."""\n')
+            doc, kind = "The core workspace tools of `execute`, by name.", "Mapping[str, ToolSpec]"
+            tables.append(
+                (f"{prefix}_TOOLS", kind, catalog_table(f"{prefix}_TOOLS", kind, doc, rows, defs, area_of))
+            )
     for name, schema in spec_bundle["$defs"].items():
         if HTTP_STATUS not in schema:
             continue
-        defs_used.add(name)
-        table = "".join(
-            f"    {name}.{python_name(code).upper()}: {status},\n"
-            for code, status in schema[HTTP_STATUS].items()
-        )
-        constant = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
-        body.append(f"\n{constant}_HTTP_STATUS: Final[Mapping[{name}, int]] = {{\n{table}}}\n")
-        body.append(f'"""The HTTP status of each `{name}` on the HTTP binding (its `{HTTP_STATUS}`)."""\n')
-    imports = "".join(f"    {name},\n" for name in sorted(defs_used))
+        rows = [
+            f"{name}.{python_name(code).upper()}: {status}," for code, status in schema[HTTP_STATUS].items()
+        ]
+        constant = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() + "_HTTP_STATUS"
+        doc = f"The HTTP status of each `{name}` on the HTTP binding (its `{HTTP_STATUS}`)."
+        kind = f"Mapping[{name}, int]"
+        tables.append((constant, kind, catalog_table(constant, kind, doc, rows, {name}, area_of)))
+    typed = sorted({d for _, kind, _ in tables for d in re.findall(r"Mapping\[(\w+), int\]", kind)})
+    checked_imports = "".join(f"    from .{area_of[d]} import {d}\n" for d in typed)
     text = (
         header("spec/methods/")
-        + '"""The method catalogs and protocol constants of spec/methods/, as typed tables."""\n\n'
-        + "from collections.abc import Mapping\nfrom typing import Final\n\n"
-        + f"from .models import (\n{imports})\n"
-        + "from .wire import MethodSpec, ToolSpec\n"
-        + "".join(body)
+        + '"""The method catalogs and protocol constants of spec/methods/, as typed tables.\n\n'
+        + "The tables are built on first use, each importing only the models of its own protocol.\n"
+        + '"""\n\n'
+        + "from __future__ import annotations\n\n"
+        + "from collections.abc import Callable, Mapping\nfrom typing import TYPE_CHECKING, Any, Final\n\n"
+        + "from .wire import MethodSpec, ToolSpec\n\n"
+        + f"if TYPE_CHECKING:\n{checked_imports}\n"
+        + "".join(f"    {name}: {kind}\n" for name, kind, _ in tables)
+        + "".join(constants)
+        + "".join(source for _, _, source in tables)
+        + "\n\n_TABLES: dict[str, Callable[[], Any]] = {\n"
+        + "".join(f"    {name!r}: _{name.lower()},\n" for name, _, _ in tables)
+        + "}\n\n\n"
+        + "def __getattr__(name: str) -> Any:\n"
+        + "    build = _TABLES.get(name)\n"
+        + "    if build is None:\n"
+        + '        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")\n'
+        + "    value = build()\n"
+        + "    globals()[name] = value\n"
+        + "    return value\n"
     )
     write(out / "catalog.py", text)
 
@@ -402,8 +562,7 @@ def generate(out: Path) -> None:
     assert placeholder in wire
     wire = wire.replace(placeholder, f"SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset({{{checked}}})")
     write(out / "wire.py", header("tools/templates/wire.py and spec/schema") + wire)
-    generate_models(out, spec_bundle)
-    areas = generate_area_modules(out)
+    areas = generate_area_modules(out, generate_models(spec_bundle))
     generate_catalog(out, spec_bundle)
     generate_clients(out)
     generate_protos(out)
@@ -412,7 +571,7 @@ def generate(out: Path) -> None:
         out / "__init__.py",
         header("spec/")
         + '"""Code generated from the Wuu protocol spec (spec/): models, catalogs, clients, validators, protobuf.\n\n'
-        + f"Modules by spec area: {area_list}; every model also in `models`.\n"
+        + f"Modules by spec area: {area_list}; every model also in `models`, which loads them lazily.\n"
         + '"""\n',
     )
     write(out / "py.typed", "")
@@ -457,7 +616,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.check:
         return check()
-    generate(ROOT / "generated")
+    current = ROOT / "generated"
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
+        # Written aside and swapped in, so that processes running meanwhile never see a half-written package.
+        generate(Path(tmp) / "generated")
+        if current.exists():
+            current.rename(Path(tmp) / "old")
+        (Path(tmp) / "generated").rename(current)
     return 0
 
 

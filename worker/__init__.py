@@ -3,12 +3,33 @@
 A worker is an `ExecutionBackendV4` (initialize, a methods map, close) served by
 `run_execution_backend_v4`; the SDK owns framing, the token and binding rules, validation,
 cancellation, callbacks and the end of the connection.
+
+The names below load on first use (PEP 562): `python -m wuu.worker` and a relay import this package
+first, and must not pay for the parts of the SDK they do not run.
 """
 
-from .backend import ExecutionBackendV4, Handler, RequestContext
-from .delegate import AttachedTransport, delegate_execution_backend_v4
-from .errors import CleanupFailed, WorkerError
-from .run import run_execution_backend_v4, serve
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backend import ExecutionBackendV4, Handler, RequestContext
+    from .delegate import AttachedTransport, delegate_execution_backend_v4
+    from .errors import CleanupFailed, WorkerError
+    from .run import run_execution_backend_v4, serve
+
+_MODULE_OF = {
+    "AttachedTransport": "delegate",
+    "CleanupFailed": "errors",
+    "ExecutionBackendV4": "backend",
+    "Handler": "backend",
+    "RequestContext": "backend",
+    "WorkerError": "errors",
+    "delegate_execution_backend_v4": "delegate",
+    "run_execution_backend_v4": "run",
+    "serve": "run",
+}
 
 __all__ = [
     "AttachedTransport",
@@ -21,3 +42,12 @@ __all__ = [
     "run_execution_backend_v4",
     "serve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

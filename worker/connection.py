@@ -59,7 +59,12 @@ def _validation_message(error: ValidationError) -> str:
 def parse_params(spec: MethodSpec, data: Any) -> WireModel:
     """Validate a request's data strictly against the method's params model; `invalid_request` if wrong."""
     try:
-        return spec.params.model_validate_json(orjson.dumps(data), strict=True)
+        encoded = orjson.dumps(data)
+    except orjson.JSONEncodeError as error:
+        # Nested past orjson's encoding depth (254), which is below its reading one (1024).
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"data: {error}") from None
+    try:
+        return spec.params.model_validate_json(encoded, strict=True)
     except ValidationError as error:
         raise WorkerError(ErrorCode.INVALID_REQUEST, _validation_message(error)) from None
 
@@ -72,7 +77,7 @@ class _Context:
     id: str
     method: str
     signal: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Task[None] | None = None
 
     @property
     def binding(self) -> InitializeParams:
@@ -280,25 +285,48 @@ class Connection:
         return self._result_data(context, params, result)
 
     def _launch(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
-        """Run a request's work in its own task; its one terminal reply is sent when the task ends.
+        """Run a request's work in its own task; its one terminal reply is sent as the task ends.
 
-        The reply comes from a done-callback, so a request cancelled before its task ever ran
-        still gets it.
+        The task's own last step sends the reply, so it leaves with the write instead of one loop
+        iteration later. A task cancelled before its first step never runs that step: its done-callback
+        sends the reply instead.
         """
         self._inflight[context.id] = context
-        task = asyncio.create_task(work)
+        task = asyncio.create_task(self._answer(context, work))
         context.task = task
-        task.add_done_callback(lambda _: self._finish(context, self._outcome(context, task)))
+        task.add_done_callback(lambda _: self._answer_unstarted(context, work))
 
-    def _outcome(self, context: _Context, task: asyncio.Task[dict[str, Any]]) -> dict[str, Any]:
+    async def _answer(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
+        try:
+            data = await work
+        except asyncio.CancelledError:
+            self._finish(context, self._outcome(context, cancelled=True))
+            raise
+        except Exception as error:  # the reply carries it; the task itself ends cleanly
+            self._finish(context, self._outcome(context, error=error))
+        else:
+            self._finish(context, self._outcome(context, data=data))
+
+    def _answer_unstarted(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
+        if self._inflight.get(context.id) is context:
+            work.close()  # never started, so this only marks it finished
+            self._finish(context, self._outcome(context, cancelled=True))
+
+    def _outcome(
+        self,
+        context: _Context,
+        *,
+        data: dict[str, Any] | None = None,
+        error: Exception | None = None,
+        cancelled: bool = False,
+    ) -> dict[str, Any]:
         if context.method == "initialize" and self._state is _State.INITIALIZING:
             # A failed or cancelled initialize leaves the connection dead.
             self._state = _State.DEAD
-        if task.cancelled():
+        if cancelled:
             return {"id": context.id, "error": ErrorCode.CANCELLED.value}
-        error = task.exception()
         if error is None:
-            return {"id": context.id, "data": task.result()}
+            return {"id": context.id, "data": data}
         if isinstance(error, WorkerError):
             return {"id": context.id, "error": error.wire}
         log.error("%s %s failed", context.method, context.id, exc_info=error)

@@ -135,6 +135,8 @@ class Peer:
             return "method is not a string"
         if "id" not in frame and method is not None:
             return self._endpoint.on_notification(method, frame)
+        if method is None and ("token" in frame or "parent" in frame):
+            return "a request without a method"  # its keys make it a request, not a reply to ignore
         frame_id = frame.get("id")
         problem = self._id_problem(frame_id)
         if problem is not None:

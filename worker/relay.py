@@ -1,8 +1,9 @@
 """The relay between a host and a worker that sits in the middle of a connection without being either end.
 
-`wuu-host adapter` relays the host's stdio to a worker in an execution environment, and the persistent
-worker's `attach` relays its stdio to the worker's socket; both use this module. The frames are those
-of spec/schema/worker/frames.schema.json:
+`wuu-host adapter` relays the host's stdio to a worker in an execution environment with this module (the
+persistent worker's `attach`, which only passes bytes on to a worker that judges every frame itself, is a
+plain byte relay of its own: `wuu.worker.native.daemon`). The frames are those of
+spec/schema/worker/frames.schema.json:
 
 - host -> worker, frame by frame: a line of at most `WORKER_MAX_FRAME_BYTES` bytes, newline included.
   An optional callback rewrites the `data` of `initialize` requests (the adapter's binding interceptor);
@@ -117,9 +118,17 @@ class Relay:
         self.to_worker = asyncio.create_task(frames_to_worker(host_reader, worker_writer, rewrite_initialize))
         self.to_host = asyncio.create_task(bytes_to_host(worker_reader, host_writer))
 
-    async def either_ended(self) -> None:
-        """Return once one direction has ended (the host's input, or the worker's output)."""
-        await asyncio.wait({self.to_worker, self.to_host}, return_when=asyncio.FIRST_COMPLETED)
+    async def either_ended(self, stop: asyncio.Event | None = None) -> None:
+        """Return once one direction has ended (the host's input, or the worker's output), or `stop` is set."""
+        waits: set[asyncio.Future[Any]] = {self.to_worker, self.to_host}
+        stopped = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        if stopped is not None:
+            waits.add(stopped)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if stopped is not None:
+                stopped.cancel()
 
     def end_input(self) -> None:
         """Stop relaying the host's frames: the worker's input is half-closed (if it is not already)."""

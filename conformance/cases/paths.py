@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,59 @@ async def symlink_escape(s: Session) -> None:
         for mode in CONFINED:
             for cwd in ("dir-abs", "dir-rel", "up", "dangling-dir"):
                 await cwd_refused(s, mode, cwd)
+
+
+async def make_hard_link(s: Session, link: str, target: Path, local: bool) -> bool:
+    """Create `link` (relative to the root) as a hard link to `target`: here when the root is local, else with
+    `ln` through an unconfined exec_command. False when neither works."""
+    if local:
+        os.link(target, s.root / link)
+        return True
+    if await runs_commands(s) is None:
+        return False
+    reply = await s.execute("exec_command", "unconfined", argv=["ln", str(target), link])
+    return "data" in reply and reply["data"]["is_error"] is False
+
+
+@WORKER.case("paths.multi-link-write")
+async def multi_link_write(s: Session) -> None:
+    """In standard, write_file and edit_file of a regular file with more than one hard link get
+    path_outside_root and change nothing, whether the other link is outside the root or inside, before the
+    sensitive-path guard; reading the file works; unconfined writes it."""
+    await s.initialize()
+    local = await local_root(s)
+    await set_up_outside(s, local)
+    await put(s, "in.txt", "inside")
+    root = s.root
+    links = {
+        "out-link": outside(s) / "secret.txt",
+        "in-link": root / "in.txt",
+        ".env": outside(s) / "secret.txt",
+    }
+    for link, target in links.items():
+        if not await make_hard_link(s, link, target, local):
+            s.skip("no hard link can be set up: the root is not local and `ln` cannot run unconfined")
+    for path, text in (
+        ("out-link", "secret"),
+        ("in-link", "inside"),
+        ("in.txt", "inside"),
+        (".env", "secret"),
+    ):
+        # `.env` is a sensitive name too: the path boundary comes first.
+        await refused(s, "path_outside_root", "write_file", "standard", path=path, content="overwritten")
+        await refused(
+            s, "path_outside_root", "edit_file", "standard", path=path, old_string=text, new_string="x"
+        )
+        await refused(
+            s, "permission_denied", "write_file", "read_only", path=path, content="x"
+        )  # the mode first
+    why = "after writes to a multi-link file were refused"
+    await outside_unchanged(s, local, why)
+    await expect_contents(s, "in.txt", "inside", why)
+    for mode in CONFINED:
+        await expect_contents(s, "out-link", SECRET, f"read through a second hard link in {mode}", mode=mode)
+    await result(s, "write_file", "unconfined", path="in-link", content="changed")
+    await expect_contents(s, "in.txt", "changed", "after an unconfined write to its second link")
 
 
 @WORKER.case("paths.unconfined")

@@ -6,7 +6,11 @@ import asyncio
 import base64
 
 from wuu.generated import validators
-from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
+from wuu.generated.catalog import (
+    WORKER_DEFAULT_OUTPUT_RETENTION_BYTES,
+    WORKER_MAX_OUTPUT_RETENTION_BYTES,
+    WORKER_MIN_RETAINED_OUTPUT_BYTES,
+)
 
 from ..session import Session
 from ..suites import WORKER
@@ -107,49 +111,86 @@ async def offsets(s: Session) -> None:
 
 @WORKER.case("read.truncated")
 async def truncated(s: Session) -> None:
-    """With 2,000,000 bytes of output at least the last 1 MiB stays readable.
+    """With 1,000,000 bytes more output than the default retention, exactly the last 8 MiB stay readable.
 
     A read below the retained start answers from it with Truncated; reads from there on continue to
     TotalBytes without Truncated.
     """
     await begin(s)
-    total = 2_000_000
+    retention = WORKER_DEFAULT_OUTPUT_RETENTION_BYTES
+    total = retention + 1_000_000
     record = await start(s, ["head", "-c", str(total), "/dev/zero"])
-    ended = await wait_ended(s, record["id"])
-    s.expect(ended["status"] == "exited", f"head -c ended {ended['status']}")
-
-    async def complete() -> bool:
-        return bool((await get(s, record["id"]))["output_bytes"] >= total)
-
-    await s.until(complete, f"the record to count {total} bytes")
+    await wait_complete(s, record["id"], total)
     first, data = await read(s, record["id"], OffsetBytes=0, MaxBytes=8 * 1024 * 1024)
     start_offset, end_offset = first["StartOffset"], first["EndOffset"]
     s.expect(first["TotalBytes"] == total, f"TotalBytes is {first['TotalBytes']}, not {total}")
     s.expect(set(data) <= {0}, "the output of head -c /dev/zero is not all zero bytes")
     s.expect(
-        start_offset <= total - WORKER_MIN_RETAINED_OUTPUT_BYTES,
-        f"StartOffset {start_offset}: less than the last 1 MiB of {total} bytes is retained",
+        start_offset == total - retention,
+        f"StartOffset {start_offset}: the default retention keeps the last {retention} of {total} bytes, "
+        f"from {total - retention}",
     )
-    s.expect(
-        first["Truncated"] == (start_offset > 0),
-        f"a read at 0 answered from StartOffset {start_offset} with Truncated {first['Truncated']}",
-    )
+    s.expect(first["Truncated"], f"a read at 0 answered from StartOffset {start_offset} without Truncated")
     s.expect(end_offset == total, f"an 8 MiB read from the retained start ends at {end_offset}, not {total}")
-    if start_offset > 0:
-        below, _ = await read(s, record["id"], OffsetBytes=start_offset - 1, MaxBytes=10)
-        s.expect(
-            below["Truncated"] and below["StartOffset"] == start_offset,
-            f"a read one byte below the retained start {start_offset} answers {below}",
-        )
+    below, _ = await read(s, record["id"], OffsetBytes=start_offset - 1, MaxBytes=10)
+    s.expect(
+        below["Truncated"] and below["StartOffset"] == start_offset,
+        f"a read one byte below the retained start {start_offset} answers {dict(below, Output='...')}",
+    )
     position = start_offset
     while position < total:
-        result, chunk = await read(s, record["id"], OffsetBytes=position, MaxBytes=300_000)
+        result, chunk = await read(s, record["id"], OffsetBytes=position, MaxBytes=1_000_000)
         s.expect(
             not result["Truncated"] and result["StartOffset"] == position and chunk,
             f"a read at {position}, inside the retained output, answers {dict(result, Output='...')}",
         )
         position = result["EndOffset"]
     s.expect(position == total, f"the continuation reads end at {position}, not {total}")
+
+
+@WORKER.case("read.retention")
+async def retention(s: Session) -> None:
+    """process/start's output_retention_bytes sets how much output stays readable: exactly that many bytes.
+
+    Processes that ask for 1 MiB (the smallest) and for 16 MiB (twice the default) each write 1,000,000
+    bytes more: a read at 0 answers from TotalBytes minus the retention, with Truncated, and a read there
+    is not truncated. A retention below 1 MiB or above 64 MiB, or not an integer, gets invalid_request.
+    """
+    await begin(s)
+    mode = await s.command_mode()
+    for wrong in (0, WORKER_MIN_RETAINED_OUTPUT_BYTES - 1, WORKER_MAX_OUTPUT_RETENTION_BYTES + 1, "8MiB"):
+        await s.error(
+            "process/start",
+            {"argv": ["true"], "permission_mode": mode, "output_retention_bytes": wrong},
+            "invalid_request",
+        )
+    for retention in (WORKER_MIN_RETAINED_OUTPUT_BYTES, 2 * WORKER_DEFAULT_OUTPUT_RETENTION_BYTES):
+        total = retention + 1_000_000
+        record = await start(s, ["head", "-c", str(total), "/dev/zero"], output_retention_bytes=retention)
+        await wait_complete(s, record["id"], total)
+        first, _ = await read(s, record["id"], OffsetBytes=0, MaxBytes=1)
+        s.expect(
+            first["Truncated"] and first["StartOffset"] == total - retention,
+            f"with output_retention_bytes {retention} and {total} bytes written, a read at 0 answers from "
+            f"{first['StartOffset']} (Truncated {first['Truncated']}), not from {total - retention} (Truncated)",
+        )
+        kept, data = await read(s, record["id"], OffsetBytes=total - retention, MaxBytes=1)
+        s.expect(
+            not kept["Truncated"] and kept["StartOffset"] == total - retention and data == b"\0",
+            f"with output_retention_bytes {retention}, a read at the retained start {total - retention} "
+            f"answers {dict(kept, Output='...')}",
+        )
+
+
+async def wait_complete(s: Session, process_id: str, total: int) -> None:
+    """Wait until the process has ended by itself with `total` bytes of output counted."""
+    ended = await wait_ended(s, process_id)
+    s.expect(ended["status"] == "exited", f"head -c ended {ended['status']}")
+
+    async def complete() -> bool:
+        return bool((await get(s, process_id))["output_bytes"] >= total)
+
+    await s.until(complete, f"the record to count {total} bytes")
 
 
 @WORKER.case("read.long-poll")

@@ -16,6 +16,7 @@ from wuu.generated.models import (
 )
 
 from ..errors import BackendUnavailable
+from ..prestart import Prestarted
 from ..profiles import Profile
 from .base import Environment
 
@@ -23,14 +24,17 @@ from .base import Environment
 _SDKS = {"docker": "docker", "ssh": "asyncssh"}
 
 
-def environment_for(profile: Profile[ExecutionProfile]) -> Environment:
-    """The environment a profile describes; BackendUnavailable when this installation cannot serve it."""
+def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted | None = None) -> Environment:
+    """The environment a profile describes; BackendUnavailable when this installation cannot serve it.
+
+    A `local` environment uses the `prestarted` worker when it runs the profile's command.
+    """
     settings = profile.settings
     try:
         if isinstance(settings, LocalExecutionProfile):
             from .local import LocalEnvironment
 
-            return LocalEnvironment(Profile(profile.name, settings))
+            return LocalEnvironment(Profile(profile.name, settings), prestarted)
         if isinstance(settings, CommandExecutionProfile):
             from .command import CommandEnvironment
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import sys
+import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wuu.worker.errors import CleanupFailed
 from wuu.worker.framing import reader_limit
+from wuu.worker.orphans import adopt_orphans, end_orphans
 
-INSTALLED_WORKER = (sys.executable, "-m", "wuu.worker")
-"""The native worker of this installation: a profile's `worker` when it is omitted, where the worker
-runs with this installation's paths (locally, or on a server installed alike)."""
+from ..prestart import Prestarted, spawn
+
+
+def cleanup_failed(message: str) -> Exception:
+    """A CleanupFailed of `message`; its module loads only when a shutdown fails (it costs start-up time)."""
+    from wuu.worker.errors import CleanupFailed
+
+    return CleanupFailed(message)
 
 
 class Environment(abc.ABC):
@@ -41,36 +46,54 @@ class Environment(abc.ABC):
 
 
 class ChildProcess(Environment):
-    """A worker that is a local child process (the local and command backends)."""
+    """A worker that is a local child process (the local and command backends).
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
-        self._argv = list(argv)
+    The process that starts it becomes the subreaper of its tree (`wuu.worker.orphans`): the commands of a worker
+    that died are ended at `close`, once the worker has ended. A worker `prestarted` while the profile was
+    validated (`wuu.host.prestart`) is used when it runs this command.
+    """
+
+    def __init__(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, prestarted: Prestarted | None = None
+    ) -> None:
+        self._argv = tuple(argv)
         self._env = dict(env) if env is not None else None
-        self.process: asyncio.subprocess.Process | None = None
+        self._prestarted = prestarted
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stdin: asyncio.StreamWriter | None = None
+        self._exit: asyncio.Future[int] | None = None
 
     async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        self.process = await asyncio.create_subprocess_exec(
-            *self._argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=self._env,
-            limit=reader_limit(),
-        )
+        adopt_orphans()
+        process = self._prestarted.claim(self._argv) if self._prestarted is not None else None
+        # Not in the adapter's process group: a terminal's Ctrl-C reaches the adapter alone, which ends the
+        # worker by EOF within the budget, as at the host's EOF.
+        self.process = process or spawn(self._argv, self._env)
         assert self.process.stdin is not None and self.process.stdout is not None
-        return self.process.stdout, self.process.stdin
+        self._exit = asyncio.ensure_future(asyncio.to_thread(self.process.wait))
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=reader_limit())
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout)
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, self.process.stdin
+        )
+        self._stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        return reader, self._stdin
 
     async def close(self, budget: float) -> None:
-        if self.process is None:
+        if self.process is None or self._exit is None:
             return
-        if self.process.stdin is not None and not self.process.stdin.is_closing():
-            self.process.stdin.close()
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
         try:
-            returncode = await asyncio.wait_for(self.process.wait(), budget)
+            returncode = await asyncio.wait_for(asyncio.shield(self._exit), budget)
         except TimeoutError:
             self.process.kill()
-            await self.process.wait()
-            raise CleanupFailed(
+            await self._exit
+            raise cleanup_failed(
                 f"the worker did not exit within its shutdown budget of {budget:g} s; it was killed"
             ) from None
+        finally:
+            await end_orphans(budget)
         if returncode != 0:
-            raise CleanupFailed(f"the worker exited with status {returncode}; its cleanup may be incomplete")
+            raise cleanup_failed(f"the worker exited with status {returncode}; its cleanup may be incomplete")

@@ -14,6 +14,12 @@ processes and their retained output. The container stays at disconnect; the work
 `lifetime_seconds` without a connection. Without retention the container has a random name, the worker
 is the plain stdio worker (its exit status is its cleanup's), and the container is removed at shutdown.
 
+The watchdog of a container without retention: its main process is a watcher (`WATCHER`) that reads its
+stdin, which the adapter holds through an attach made before the container starts (`StdinOnce`). When
+the adapter ends, however it ends (SIGKILL included), the attach closes, the watcher reads EOF and exits,
+which ends every process of the container, and Docker removes it (`AutoRemove`): nothing is left running.
+A failed shutdown that keeps the container for inspection tells the watcher so (`keep`) before it lets go.
+
 Shutdown: EOF on the exec's stdin (a half-close: replies still come back), then the exec must end
 within the budget (`shutdown_timeout_ms`, ProfileShutdownTimeoutMs in the schema). A worker that exits
 non-zero, or does not end within the budget (its connection is then cut), fails the shutdown with
@@ -55,6 +61,9 @@ from .base import Environment
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
 KEEP_RUNNING = ("sleep", "infinity")
+# The main process of a container without retention: it ends with the adapter's attach, unless told to stay.
+WATCHER = ("/bin/sh", "-c", 'read -r word; [ "$word" = keep ] && exec sleep infinity')
+KEEP = b"keep\n"
 # The persistent worker's socket: beside the workspace, never in it (a read-only mount could not hold it).
 SOCKET_DIR = "/run/wuu"
 SOCKET_PATH = f"{SOCKET_DIR}/.wuu-worker.sock"
@@ -215,6 +224,7 @@ class DockerEnvironment(Environment):
         self.container: Container | None = None
         self.exec_id: str | None = None
         self._created = False
+        self._watch: socket.socket | None = None  # the watcher's stdin, without retention
         self._transport: asyncio.Transport | None = None
         self._stdin: _StdinTransport | None = None
         self._protocol: _ExecProtocol | None = None
@@ -254,8 +264,6 @@ class DockerEnvironment(Environment):
         settings = self.settings
         kwargs: dict[str, Any] = {
             "name": self.name,
-            "command": list(KEEP_RUNNING),
-            "detach": True,
             "working_dir": settings.workspace,
             "network_mode": settings.network.value,
             "labels": {
@@ -263,8 +271,12 @@ class DockerEnvironment(Environment):
                 LABEL_PERSISTENT: "true" if self.persistent else "false",
             },
             "pids_limit": PIDS_LIMIT,
-            "stop_signal": "SIGKILL",  # the sleep is pid 1 and ignores SIGTERM; nothing else needs a warning
+            "stop_signal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning
         }
+        if self.persistent:
+            kwargs.update(command=list(KEEP_RUNNING), detach=True)
+        else:  # the watchdog: the watcher's stdin is attached once (StdinOnce), and the container removes itself
+            kwargs.update(command=list(WATCHER), detach=False, stdin_open=True, auto_remove=True)
         if self.user:
             kwargs["user"] = self.user
         if settings.cpus is not None:
@@ -311,6 +323,8 @@ class DockerEnvironment(Environment):
                     ) from None
                 container = found  # created meanwhile by another connection of the same profile
         self.container = container
+        if self._created and not self.persistent:
+            self._attach_watcher(client, container)
         if container.status != "running":
             try:
                 container.start()
@@ -327,6 +341,26 @@ class DockerEnvironment(Environment):
         if self.persistent or (self.user and not self.settings.host_workspace):
             self._prepare(container)
         return container
+
+    def _attach_watcher(self, client: docker.DockerClient, container: Container) -> None:
+        """Hold the watcher's stdin: from now on the container ends when this process does."""
+        try:
+            hijacked = client.api.attach_socket(str(container.id), params={"stdin": 1, "stream": 1})
+        except docker.errors.APIError as error:
+            raise DockerUnavailable(
+                f"profile {self.profile.name!r}: attaching to the container {self.name} failed: {error.explanation}"
+            ) from None
+        self._watch, _ = _own_socket(hijacked)
+        self._watch.setblocking(True)
+
+    def _release_watcher(self, keep: bool) -> None:
+        """Let go of the watcher; with `keep` it stays (and the container with it) for an explicit recovery."""
+        watch, self._watch = self._watch, None
+        if watch is None:
+            return
+        with contextlib.suppress(OSError), watch:
+            if keep:
+                watch.sendall(KEEP)
 
     def _prepare(self, container: Container) -> None:
         """As root: the persistent worker's socket directory, and a workspace the container user owns (Docker
@@ -373,7 +407,8 @@ class DockerEnvironment(Environment):
         """After a failed start: a container this connection created without retention goes again."""
         if self.container is not None and self._created and not self.persistent:
             with contextlib.suppress(docker.errors.DockerException):
-                self.container.remove(force=True)
+                self._remove()
+        self._release_watcher(keep=False)
 
     def _exit_code(self, deadline: float) -> int | None:
         """The exec's exit code once Docker reports it ended; None if it still runs at the deadline."""
@@ -388,9 +423,17 @@ class DockerEnvironment(Environment):
             time.sleep(EXEC_POLL_S)
 
     def _remove(self) -> None:
-        assert self.container is not None
-        with contextlib.suppress(docker.errors.NotFound):
+        """Remove the container, and wait until it is gone (it may be removing itself already)."""
+        assert self.container is not None and self.client is not None
+        try:
             self.container.remove(force=True)
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as error:
+            if error.status_code != 409:  # 409: a removal is in progress (its own AutoRemove)
+                raise
+            with contextlib.suppress(docker.errors.NotFound):
+                self.client.api.wait(str(self.container.id), condition="removed")
 
     # --- the Environment interface ---------------------------------------------------------------
 
@@ -413,6 +456,7 @@ class DockerEnvironment(Environment):
     async def close(self, budget: float) -> None:
         if self._protocol is None or self._stdin is None or self._transport is None:
             return
+        keep = False  # a failed cleanup keeps the container: the watcher is told to stay
         try:
             deadline = time.monotonic() + budget
             kept = f"the container {self.name} is kept for inspection (remove it with `docker rm -f {self.name}`)"
@@ -425,12 +469,14 @@ class DockerEnvironment(Environment):
                 pass
             except docker.errors.DockerException as error:
                 self._transport.abort()
+                keep = True
                 raise CleanupFailed(f"the worker's exit status is unknown: {error}; {kept}") from None
             finally:
                 if code is None:
                     self._transport.abort()
                 else:
                     self._transport.close()
+            keep = code != 0
             if code is None:
                 raise CleanupFailed(
                     f"the worker did not exit within its shutdown budget of {budget:g} s; its connection was cut "
@@ -454,6 +500,7 @@ class DockerEnvironment(Environment):
             except docker.errors.DockerException as error:
                 raise CleanupFailed(f"removing the container {self.name} failed: {error}") from None
         finally:
+            self._release_watcher(keep)
             if self.client is not None:
                 self.client.close()
 

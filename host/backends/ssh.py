@@ -20,8 +20,9 @@ and is used as given, with the binding's own flags (the conformance runner does 
 
 The worker's own files are beside the subdirectory, never in it (the root holds only what the tools put
 there): `<workspace>/.wuu-<conversation>/` (mode 0700) has its socket, log and start lock. It is created
-over SSH before the worker starts, which also checks that the remote account can create directories in
-the workspace.
+over SSH on a channel of its own, which also checks that the remote account can create directories in
+the workspace; the launcher's channel opens at the same time (the launcher creates the directory too,
+when it is first), so the check costs no round trip of its own.
 
 The worker is the persistent native worker, detached on the server. A small POSIX sh launcher
 (`ssh_launcher.sh`, package data, sent as the command's text) starts
@@ -65,8 +66,9 @@ from wuu.worker.errors import CleanupFailed
 from wuu.worker.framing import reader_limit
 
 from ..errors import BackendUnavailable, ProfileError, SshUnavailable
+from ..prestart import INSTALLED_WORKER
 from ..profiles import Profile
-from .base import INSTALLED_WORKER, Environment
+from .base import Environment
 
 log = logging.getLogger("wuu.host.ssh")
 
@@ -334,15 +336,15 @@ class SshEnvironment(Environment):
         loop = asyncio.get_running_loop()
         connection = self.connection = await self._connect()
         try:
-            await self._make_rundir(connection)
             reader = asyncio.StreamReader(limit=reader_limit(), loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
             session = _WorkerSession(protocol)
             # No pty, and no environment variables of the SSH configuration: only named ones are
             # forwarded, in the binding.
-            channel, _ = await connection.create_session(
+            opened = connection.create_session(
                 lambda: session, self.command(), encoding=None, request_pty=False, env=None, send_env=None
             )
+            _, (channel, _) = await asyncio.gather(self._make_rundir(connection), opened)
         except BaseException:
             connection.abort()
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -102,8 +103,10 @@ class Profiles:
         return await WorkerClient.spawn(self.command(name))
 
     def containers(self, name: str) -> list[Any]:
-        """The containers of profile `name`, running or not."""
-        found: list[Any] = self.engine.containers.list(all=True, filters={"label": f"wuu.profile={name}"})
+        """The containers of profile `name`, running or not (one that is being removed meanwhile is not)."""
+        found: list[Any] = self.engine.containers.list(
+            all=True, filters={"label": f"wuu.profile={name}"}, ignore_removed=True
+        )
         return found
 
     def remove_all(self) -> None:
@@ -287,6 +290,28 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
     finally:
         assert (await second.close(DEADLINE)).clean
     assert [c.id for c in profiles.containers(name)] == [container.id], "the same container, still kept"
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
+)
+async def test_a_container_without_retention_is_gone_however_the_adapter_ends(
+    profiles: Profiles, signum: signal.Signals
+) -> None:
+    name = profiles.add("signalled")
+    client = await profiles.connect(name)
+    await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+    start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-signal"}
+    await request_ok(client, "process/start", start, timeout_s=DEADLINE)
+    [container] = profiles.containers(name)
+    assert container.status == "running"
+    assert client.process is not None
+    client.process.send_signal(signum)
+    # SIGTERM and SIGINT shut down like EOF (status 0); after SIGKILL the container's watchdog ends it.
+    returncode = await asyncio.wait_for(client.process.wait(), DEADLINE)
+    assert returncode == (-signum if signum == signal.SIGKILL else 0), (await client.close()).stderr
+    await until(lambda: profiles.containers(name) == [], "the container's removal", DEADLINE)
+    await client.close()
 
 
 # --- failure -------------------------------------------------------------------------------------

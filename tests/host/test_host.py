@@ -19,6 +19,7 @@ from tests.helpers import (
     NATIVE_WORKER,
     ROOT,
     SDK_WORKER,
+    alive,
     binding,
     children,
     code,
@@ -341,6 +342,30 @@ async def test_a_worker_killed_mid_request_is_a_clear_error_not_a_hang(tmp_path:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(command, signal.SIGKILL)  # the killed worker could not end its command
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
+)
+@pytest.mark.parametrize("backend", ["local", "command"])
+async def test_a_signal_ends_the_connection_like_eof(
+    tmp_path: Path, backend: str, signum: signal.Signals
+) -> None:
+    profile = command_profile(NATIVE_WORKER) if backend == "command" else {"backend": "local"}
+    client = await adapter(config(tmp_path, p=profile), "p")
+    await initialize(client, tmp_path / "ws")
+    start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-signal"}
+    record = ok(await client.request("process/start", start))
+    assert client.process is not None
+    [worker] = children(client.process.pid)
+    assert alive(record["pid"])
+    client.process.send_signal(signum)
+    # SIGTERM and SIGINT: the adapter ends by itself, after a clean shutdown (status 0). SIGKILL: the
+    # worker's input closes with the adapter, so the worker ends all the same.
+    returncode = await asyncio.wait_for(client.process.wait(), DEADLINE)
+    assert returncode == (-signum if signum == signal.SIGKILL else 0), (await client.close()).stderr
+    await until(lambda: not alive(worker) and not alive(record["pid"]), "the worker and its process to end")
+    await client.close()
 
 
 def test_the_readmes_profiles_are_valid() -> None:

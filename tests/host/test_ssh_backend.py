@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import binding, passes_every_case, request_ok, tool_request, until
+from tests.helpers import alive, binding, passes_every_case, request_ok, tool_request, until
 from wuu.generated.models import ExecutionProfile
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.errors import BackendUnavailable, ProfileError, SshUnavailable
@@ -366,6 +366,39 @@ async def test_the_subdirectory_is_the_root_and_is_removed_after_the_idle_timeou
         lifetime + IDLE_MARGIN,
     )
     assert not processes(sock, "serve"), "the worker exited"
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
+)
+async def test_no_remote_process_outlives_the_idle_timeout_however_the_adapter_ends(
+    profiles: Profiles, signum: signal.Signals
+) -> None:
+    lifetime = 2
+    name = profiles.add("signalled", lifetime_seconds=lifetime)
+    conversation = f"s-{uuid.uuid4().hex[:8]}"
+    subdirectory, rundir = profiles.subdirectory(conversation), profiles.rundir(conversation)
+    sock = str(rundir / "worker.sock")
+    client = await profiles.connect(name, conversation)
+    await request_ok(client, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+    start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-signal"}
+    record = await request_ok(client, "process/start", start, timeout_s=DEADLINE)
+    assert processes(sock, "attach") and processes(sock, "serve")
+    assert client.process is not None
+    client.process.send_signal(signum)
+    # SIGTERM and SIGINT shut down like EOF (status 0); SIGKILL drops the SSH connection.
+    returncode = await asyncio.wait_for(client.process.wait(), DEADLINE)
+    assert returncode == (-signum if signum == signal.SIGKILL else 0), (await client.close()).stderr
+    # The relay goes with the connection; the detached worker after its idle timeout, with its process
+    # and (without retention) the conversation's directories.
+    await until(lambda: not processes(sock, "attach"), "the relay to end", DEADLINE)
+    await until(
+        lambda: not processes(sock) and not alive(record["pid"]) and not subdirectory.exists(),
+        "the detached worker to end after its idle timeout",
+        lifetime + IDLE_MARGIN,
+    )
+    assert not rundir.exists()
+    await client.close()
 
 
 async def test_a_persistent_workspace_outlives_its_worker(profiles: Profiles) -> None:

@@ -6,6 +6,7 @@ Every test runs against each worker of WORKER_COMMANDS (tests/worker/conftest.py
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,33 @@ async def test_a_symlink_that_stays_inside_the_root_is_allowed_in_standard(
     (root / "sub" / "up").symlink_to("..")
     assert ok(await run_tool(worker, "read_file", path="alias.txt"))["output"] == "inside"
     assert ok(await run_tool(worker, "read_file", path="sub/up/sub/real.txt"))["output"] == "inside"
+
+
+async def test_standard_refuses_writes_to_a_file_with_several_hard_links(
+    worker: WorkerClient, root: Path, outside: Path
+) -> None:
+    secret = outside / "secret.txt"
+    os.link(secret, root / "linked.txt")
+    before = secret.stat()
+    reply = await run_tool(worker, "write_file", path="linked.txt", content="overwritten")
+    assert code(reply) == "path_outside_root"
+    reply = await run_tool(worker, "edit_file", path="linked.txt", old_string="outside", new_string="inside")
+    assert code(reply) == "path_outside_root"
+    after = secret.stat()
+    assert secret.read_text() == "outside secret" and after.st_mtime_ns == before.st_mtime_ns
+    # Reading it is no escape of a write, and unconfined lifts the boundary.
+    assert ok(await run_tool(worker, "read_file", path="linked.txt"))["output"] == "outside secret"
+    ok(await run_tool(worker, "write_file", mode="unconfined", path="linked.txt", content="changed"))
+    assert secret.read_text() == "changed"
+
+
+@pytest.mark.parametrize("path", ["n" * 300, "in\0.txt", "../outside\0/secret.txt"])
+async def test_an_overlong_name_or_a_nul_byte_is_an_invalid_request(worker: WorkerClient, path: str) -> None:
+    calls = (
+        ("read_file", {}),
+        ("write_file", {"content": "x"}),
+        ("edit_file", {"old_string": "a", "new_string": "b"}),
+    )
+    for tool, arguments in (*calls, ("list_dir", {})):
+        reply = await run_tool(worker, tool, path=path, **arguments)
+        assert code(reply) == "invalid_request", tool

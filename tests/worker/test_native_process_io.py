@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 import time
+from pathlib import Path
+
+import pytest
 
 from tests.helpers import (
     DEADLINE,
@@ -16,6 +20,7 @@ from tests.helpers import (
     READ_RESULT_KEYS,
     SECOND_NS,
     check_record,
+    children,
     code,
     lines,
     ok,
@@ -24,7 +29,24 @@ from tests.helpers import (
     start,
     wait_ended,
 )
+from wuu.generated.catalog import (
+    WORKER_DEFAULT_OUTPUT_RETENTION_BYTES,
+    WORKER_MAX_OUTPUT_RETENTION_BYTES,
+    WORKER_MIN_RETAINED_OUTPUT_BYTES,
+)
 from wuu.worker.client import WorkerClient
+from wuu.worker.errors import split_error
+
+DEADLINE_NS = int(DEADLINE * SECOND_NS)
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A `kB` field of /proc/<pid>/status (VmRSS)."""
+    for line in Path(f"/proc/{pid}/status").read_text("ascii").splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/status has no {field}")
+
 
 # --- process/read -----------------------------------------------------------------------------------------
 
@@ -59,20 +81,80 @@ async def test_process_read_output_is_base64_and_offsets_continue(worker: Worker
     assert rest["Process"]["output_bytes"] == 13
 
 
-async def test_process_read_below_the_retained_start_is_truncated(worker: WorkerClient) -> None:
-    total = 1_500_000
-    record = await start(worker, ["head", "-c", str(total), "/dev/zero"])
+@pytest.mark.parametrize(
+    "retention",
+    [WORKER_MIN_RETAINED_OUTPUT_BYTES, None, 2 * WORKER_DEFAULT_OUTPUT_RETENTION_BYTES],
+    ids=["smallest", "default", "twice-the-default"],
+)
+async def test_process_read_is_truncated_exactly_at_the_retention(
+    worker: WorkerClient, root: Path, retention: int | None
+) -> None:
+    kept = WORKER_DEFAULT_OUTPUT_RETENTION_BYTES if retention is None else retention
+    content = os.urandom(kept + 123_457)
+    total = len(content)
+    (root / "out.bin").write_bytes(content)
+    asked = {} if retention is None else {"output_retention_bytes": retention}
+    record = await start(worker, ["cat", "out.bin"], **asked)
     ended = await wait_ended(worker, record["id"])
-    assert ended["output_bytes"] == total
-    result = await read(worker, record["id"], OffsetBytes=0, MaxBytes=8 * MIB)
-    assert result["Truncated"] is True
-    assert result["TotalBytes"] == total
-    assert 0 < result["StartOffset"] <= total - MIB
-    assert result["EndOffset"] == total
-    assert len(base64.b64decode(result["Output"])) == total - result["StartOffset"]
-    kept = await read(worker, record["id"], OffsetBytes=total - MIB, MaxBytes=8 * MIB)
-    assert kept["Truncated"] is False and kept["StartOffset"] == total - MIB
-    assert base64.b64decode(kept["Output"]) == b"\0" * MIB
+    assert ended["status"] == "exited" and ended["output_bytes"] == total
+    first = await read(worker, record["id"], OffsetBytes=0, MaxBytes=MIB)
+    assert first["Truncated"] is True and first["TotalBytes"] == total
+    assert (first["StartOffset"], first["EndOffset"]) == (total - kept, total - kept + MIB)
+    assert base64.b64decode(first["Output"]) == content[total - kept : total - kept + MIB]
+    below = await read(worker, record["id"], OffsetBytes=total - kept - 1, MaxBytes=10)
+    assert below["Truncated"] is True and below["StartOffset"] == total - kept
+    # From the retained start on, the reads continue to the end untruncated, and hold the stream's tail.
+    tail, offset = b"", total - kept
+    while offset < total:
+        chunk = await read(worker, record["id"], OffsetBytes=offset, MaxBytes=8 * MIB)
+        assert chunk["Truncated"] is False and chunk["StartOffset"] == offset
+        tail += base64.b64decode(chunk["Output"])
+        offset = chunk["EndOffset"]
+    assert tail == content[-kept:]
+
+
+async def test_output_retention_bytes_out_of_range_gets_invalid_request(worker: WorkerClient) -> None:
+    for wrong in (
+        0,
+        WORKER_MIN_RETAINED_OUTPUT_BYTES - 1,
+        WORKER_MAX_OUTPUT_RETENTION_BYTES + 1,
+        -1,
+        "8MiB",
+        None,
+        True,
+    ):
+        reply = await worker.request(
+            "process/start",
+            {"argv": ["true"], "permission_mode": "standard", "output_retention_bytes": wrong},
+        )
+        assert code(reply) == "invalid_request", wrong
+        assert split_error(reply["error"])[1].startswith("output_retention_bytes: "), reply
+    assert ok(await worker.request("process/list", {}))["processes"] == []
+    for bound in (WORKER_MIN_RETAINED_OUTPUT_BYTES, WORKER_MAX_OUTPUT_RETENTION_BYTES):
+        record = await start(worker, ["printf", "x"], output_retention_bytes=bound)
+        assert (await wait_ended(worker, record["id"]))["status"] == "exited"
+
+
+async def test_the_largest_retention_is_not_allocated_up_front(worker: WorkerClient) -> None:
+    """Retention bounds what a process's output may hold: many quiet processes at the largest retention
+    cost the worker a little memory each, not 64 MiB each."""
+    assert worker.process is not None
+    workers = [worker.process.pid, *children(worker.process.pid)]  # the delegate's peer too
+
+    def rss_kib() -> int:
+        return sum(status_kib(pid, "VmRSS") for pid in workers)
+
+    warm = await start(worker, ["printf", "x"], output_retention_bytes=WORKER_MAX_OUTPUT_RETENTION_BYTES)
+    await wait_ended(worker, warm["id"])  # the first start loads what every later one reuses
+    before = rss_kib()
+    records = [
+        await start(worker, ["printf", "x"], output_retention_bytes=WORKER_MAX_OUTPUT_RETENTION_BYTES)
+        for _ in range(32)
+    ]
+    for record in records:
+        assert (await read(worker, record["id"], Wait=DEADLINE_NS))["TotalBytes"] == 1
+    # 32 processes at 64 MiB would be 2 GiB; their records and pipes are a few KiB each.
+    assert rss_kib() - before < 32 * 1024
 
 
 async def test_process_read_returns_at_most_64_kib_by_default(worker: WorkerClient) -> None:

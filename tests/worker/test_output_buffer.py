@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+import tracemalloc
 
 import pytest
 
 from tests.helpers import suspended, until
+from wuu.generated.catalog import (
+    WORKER_DEFAULT_OUTPUT_RETENTION_BYTES,
+    WORKER_MAX_OUTPUT_RETENTION_BYTES,
+    WORKER_MIN_RETAINED_OUTPUT_BYTES,
+)
 from wuu.worker.native.output import OutputBuffer
 
 
@@ -31,7 +37,7 @@ def test_buffer_matches_a_reference_stream() -> None:
 
 
 def test_buffer_appends_of_a_large_stream_stay_linear() -> None:
-    buffer = OutputBuffer()
+    buffer = OutputBuffer(WORKER_DEFAULT_OUTPUT_RETENTION_BYTES)
     chunk = b"x" * 4096
     started = time.monotonic()
     for _ in range(25_000):  # 100 MiB in small pieces
@@ -39,7 +45,28 @@ def test_buffer_appends_of_a_large_stream_stay_linear() -> None:
     assert time.monotonic() - started < 10
     assert buffer.total_bytes == 25_000 * 4096
     start, data, truncated = buffer.read(0, 8 << 20)
-    assert truncated and len(data) == 1 << 20 and start == buffer.total_bytes - (1 << 20)
+    assert truncated and len(data) == 8 << 20 and start == buffer.total_bytes - (8 << 20)
+
+
+def test_buffer_holds_its_retention_at_most() -> None:
+    # The retention bounds what a buffer holds; a quiet process's buffer holds only what it wrote.
+    tracemalloc.start()
+    try:
+        buffers = [OutputBuffer(WORKER_MAX_OUTPUT_RETENTION_BYTES) for _ in range(100)]
+        for buffer in buffers:
+            buffer.append(b"x" * 100)
+        quiet, _ = tracemalloc.get_traced_memory()
+        assert quiet < 1 << 20  # 100 buffers at 64 MiB each, with 100 bytes in each
+        tracemalloc.reset_peak()
+        loud = OutputBuffer(WORKER_MIN_RETAINED_OUTPUT_BYTES)
+        for _ in range(256):  # 16 MiB through a 1 MiB retention, in pipe-sized reads
+            loud.append(b"y" * 65536)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # The retention and one chunk of the stream: never the 16 MiB written.
+    assert held - quiet < 2 << 20 and peak - quiet < 3 << 20
+    assert loud.read(0, 8 << 20)[1] == b"y" * (1 << 20)
 
 
 async def test_buffer_waits_are_cancellable() -> None:

@@ -10,7 +10,8 @@ import pytest
 from tests.spec.specdata import SPEC
 from wuu.generated.models import ErrorCode, SensitivePathVector, SensitivePathVectors
 from wuu.worker.errors import WorkerError
-from wuu.worker.native.paths import open_flags_nofollow, resolve
+from wuu.worker.native import paths
+from wuu.worker.native.paths import resolve, resolve_tool_path
 from wuu.worker.native.sensitive import SensitivePaths, default_home, default_wuu_home
 
 VECTORS = SensitivePathVectors.model_validate_json(
@@ -165,13 +166,6 @@ def test_a_nul_byte_is_an_invalid_request(tree: Path) -> None:
     refused(tree, "a.txt\0", ErrorCode.INVALID_REQUEST)
 
 
-def test_nofollow_flags_refuse_a_symlink_swapped_in(tree: Path) -> None:
-    with pytest.raises(OSError):
-        os.open(tree / "link_in_file", open_flags_nofollow())
-    descriptor = os.open(resolve(tree, "link_in_file", confined=True), open_flags_nofollow())
-    os.close(descriptor)
-
-
 @pytest.fixture(scope="module")
 def vector_guard() -> SensitivePaths:
     return SensitivePaths.load(home=Path(VECTORS.home), wuu_home=Path(VECTORS.wuu_home))
@@ -270,3 +264,79 @@ def test_default_wuu_home(environ: dict[str, str], expected: str) -> None:
 def test_default_home_falls_back_to_the_account() -> None:
     assert default_home({"HOME": "/home/u"}) == Path("/home/u")
     assert default_home({}).is_absolute()
+
+
+@pytest.fixture(params=["openat2", "nofollow-walk"])
+def opener(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each race test runs with openat2 and with the O_NOFOLLOW walk used where openat2 is missing."""
+    if request.param == "openat2" and not paths._openat2_works():
+        pytest.skip("openat2 is not available here")
+    if request.param == "nofollow-walk":
+        monkeypatch.setattr(paths, "_openat2_works", lambda: False)
+    return str(request.param)
+
+
+def swap_for_link(directory: Path, target: Path) -> None:
+    """What a concurrent writer does between resolution and the open: the directory becomes a symlink."""
+    directory.rename(directory.with_name(directory.name + ".moved"))
+    directory.symlink_to(target)
+
+
+def test_a_directory_swapped_for_a_symlink_out_after_resolution_is_refused(tree: Path, opener: str) -> None:
+    outside = tree.parent / "outside"
+    (outside / "new").mkdir()
+    read = resolve_tool_path(tree, "sub/b.txt", confined=True, write=False)
+    write = resolve_tool_path(tree, "sub/secret.txt", confined=True, write=True)
+    made = resolve_tool_path(tree, "sub/new/deeper/x.txt", confined=True, write=True)
+    swap_for_link(tree / "sub", outside)
+    for target, flags in ((read, os.O_RDONLY), (write, os.O_WRONLY | os.O_CREAT), (read, os.O_PATH)):
+        with pytest.raises(WorkerError) as caught:
+            target.open(flags)
+        assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT
+    with pytest.raises(WorkerError) as caught:
+        made.make_parents()
+    assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT
+    assert sorted(p.name for p in outside.iterdir()) == ["new", "secret.txt"]
+    assert list((outside / "new").iterdir()) == []
+    assert (outside / "secret.txt").read_text() == "secret"
+
+
+def test_a_final_component_swapped_for_a_symlink_is_refused(tree: Path, opener: str) -> None:
+    target = resolve_tool_path(tree, "a.txt", confined=True, write=True)
+    (tree / "a.txt").unlink()
+    (tree / "a.txt").symlink_to(tree.parent / "outside" / "secret.txt")
+    for flags in (os.O_RDONLY, os.O_WRONLY, os.O_PATH):
+        with pytest.raises(WorkerError) as caught:
+            target.open(flags)
+        assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT
+    assert (tree.parent / "outside" / "secret.txt").read_text() == "secret"
+
+
+def test_unswapped_paths_open_and_parents_are_made_inside(tree: Path, opener: str) -> None:
+    target = resolve_tool_path(tree, "link_in_abs/b.txt", confined=True, write=False)
+    fd = target.open(os.O_RDONLY)
+    try:
+        assert os.read(fd, 10) == b"b"
+    finally:
+        os.close(fd)
+    made = resolve_tool_path(tree, "new/deeper/x.txt", confined=True, write=True)
+    made.make_parents()
+    os.close(made.open(os.O_WRONLY | os.O_CREAT))
+    assert (tree / "new" / "deeper" / "x.txt").is_file()
+    os.close(resolve_tool_path(tree, ".", confined=True, write=False).open(os.O_PATH))
+
+
+def test_a_write_to_a_file_with_several_hard_links_is_refused_where_confined(tree: Path, opener: str) -> None:
+    os.link(tree.parent / "outside" / "secret.txt", tree / "hard.txt")
+    with pytest.raises(WorkerError) as caught:
+        resolve_tool_path(tree, "hard.txt", confined=True, write=True)
+    assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT
+    # A link made after resolution is caught on the open file.
+    target = resolve_tool_path(tree, "a.txt", confined=True, write=True)
+    os.link(tree / "a.txt", tree.parent / "outside" / "a-link.txt")
+    with pytest.raises(WorkerError) as caught:
+        target.open(os.O_WRONLY)
+    assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT
+    os.close(target.open(os.O_RDONLY))  # reads are allowed
+    unconfined = resolve_tool_path(tree, "hard.txt", confined=False, write=True)
+    os.close(unconfined.open(os.O_WRONLY))

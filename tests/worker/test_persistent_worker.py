@@ -4,6 +4,7 @@ a later connection with the same binding finds the same processes.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sys
 from pathlib import Path
@@ -82,3 +83,39 @@ async def test_the_worker_exits_after_its_idle_lifetime_and_cleans_up(
     await until(lambda: not socket.exists(), "the idle worker to exit")
     await until(lambda: not alive(record["pid"]), "the process to be stopped")
     await until(lambda: not (tmp_path / "ws").exists(), "the workspace to be removed")
+
+
+async def test_attach_is_a_byte_relay_that_loads_nothing_of_the_worker(tmp_path: Path) -> None:
+    # `attach` is on every connection's path through a backend: its start-up is a connection's cost.
+    socket = tmp_path / "worker.sock"
+    argv = [
+        "-X",
+        "importtime",
+        "-m",
+        "wuu.worker",
+        "attach",
+        "--socket",
+        str(socket),
+        "--lifetime-seconds",
+        "0.5",
+    ]
+    attach = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(attach.communicate(b""), DEADLINE)
+    assert attach.returncode == 0, stderr.decode()[-2000:]
+    loaded = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in stderr.decode().splitlines()
+        if line.startswith("import time:")
+    }
+    assert "wuu.worker.native.daemon" in loaded
+    assert (
+        not {"pydantic", "orjson", "wuu.generated.catalog", "wuu.worker.relay", "wuu.worker.native.worker"}
+        & loaded
+    )
+    await until(lambda: not socket.exists(), "the worker it started to exit after its idle lifetime")

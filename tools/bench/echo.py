@@ -7,13 +7,16 @@ does work: `export/read {path, offset, max_bytes}` answers `{data, eof}` with th
 chunk of the file, read and encoded exactly as the native worker's `export/read` does, so the export
 figure compares the native worker with the cost of the same bytes on a bare pipe.
 
-Usage: python tools/bench/echo.py   (run by the bench as a plain script; it imports nothing from wuu or tools)
+Usage: python tools/bench/echo.py [--import MODULE]   (run by the bench as a plain script; it imports nothing
+from wuu or tools). With `--import`, it imports MODULE before it serves: the cold-start floor that a
+dependency alone sets (the bench passes `pydantic.main`, which the SDK's models are built on).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import importlib
 import os
 import sys
 from typing import Any
@@ -57,4 +60,6 @@ async def serve() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--import"]:
+        importlib.import_module(sys.argv[2])
     asyncio.run(serve())

@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+from wuu.generated.catalog import WORKER_DEFAULT_OUTPUT_RETENTION_BYTES
+
+from .config import MIB
 from .figures import FIGURES
 from .workers import NATIVE_COMMAND
 
@@ -28,6 +31,9 @@ def table(found: dict[str, dict[str, Any]]) -> str:
     rows = [header]
     for spec in FIGURES:
         figure = found[spec.key]
+        if "absent" in figure:  # a backend this machine cannot run: the last column says why
+            rows.append((spec.label, "absent", "", "", "", f"({figure['absent']})"))
+            continue
         verdict = "" if figure["pass"] is None else ("PASS" if figure["pass"] else "MISS")
         rows.append(
             (
@@ -54,7 +60,7 @@ def table(found: dict[str, dict[str, Any]]) -> str:
 
 def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
     """The text under the table: what the sides are, how much process/read delivered, and the run."""
-    info = report["machine"]
+    info, config = report["machine"], report["config"]
     start, end = info["loadavg_at_start"][0], info["loadavg_at_end"][0]
     return (
         f"\nworker rows: `python {' '.join(NATIVE_COMMAND[1:])}` through the typed WorkerClient; (diag.) rows: "
@@ -62,10 +68,15 @@ def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
         "WorkerClient.request.\nuser host rows: `python -m wuu.host.userhost serve` with no plugin, "
         "`plugin/client/cancel` of an unused id through\nthe typed clients; NDJSON echo and gRPC echo: "
         "tools/bench/jsonrpc_echo.py and grpc_echo.py, raw requests.\n"
+        "connection rows: spawn..initialize..EOF..exit through `wuu-host adapter` (tools/bench/backends.py); "
+        "bound: the worker alone\n(spawned directly) + 50 ms for local and command, 1.5 x the transport floor "
+        "+ the worker alone for docker and ssh.\n"
         "Values are medians over the rounds; ratio is the median of the rounds' measured/baseline ratios.\n"
-        f"process/read delivered {delivered:.1%} of the output"
+        f"process/read delivered {delivered:.1%} of a {config['stream_bytes'] / MIB:g} MiB burst at the default "
+        f"retention ({WORKER_DEFAULT_OUTPUT_RETENTION_BYTES / MIB:g} MiB), in back-to-back reads of up to "
+        f"{config['stream_read'] / MIB:g} MiB that wait for new bytes"
         + (
-            ": the worker keeps only a tail of it, and a fast writer outruns the reads."
+            ":\nthe worker keeps only a tail of the output, and a fast writer outruns the reads."
             if delivered < 0.99
             else "."
         )

@@ -12,6 +12,7 @@ from typing import Any
 from wuu.generated.models import PermissionMode, ProcessListParams
 from wuu.worker.client import WorkerClient
 
+from .backends import backend_round
 from .cold_start import cold_echo, cold_native
 from .config import MB, MIB, Config
 from .exports import export_echo, export_typed, export_wire
@@ -20,7 +21,7 @@ from .personal import personal_round, search_figures
 from .processes import spawn_bare, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, round_trips
 from .samples import Samples, alternate, percentile, share
-from .streaming import stream_bare, stream_native
+from .streaming import stream_round
 from .userhost import userhost_round
 from .workers import ECHO_COMMAND, NATIVE_COMMAND, SESSION, close, data_of, forget_transcript, spawn_native
 
@@ -100,20 +101,12 @@ class Bench:
             if side == "native":
                 samples.add("export_reads/native", timing.size / timing.reads_s / MB)
             forget_transcript(echo, native)
-        size = config.stream_bytes
-        for side in alternate(("bare", "native"), index):
-            if side == "bare":
-                samples.add("stream/bare", size / await stream_bare(size) / MB)
-            else:
-                elapsed, delivered = await stream_native(native, size)
-                samples.add("stream/native", size / elapsed / MB)
-                samples.add("stream_delivered/native", delivered / elapsed / MB)
-                samples.add("stream_delivered_share/native", delivered / size)
-            forget_transcript(native)
+        await stream_round(native, config.stream_bytes, index, samples)
         await close(echo)
         await self.spawns(native, index)
         await close(native)
         await self.cold_starts(index)
+        await backend_round(config, samples, self.workdir / f"be{index}", index)
         await userhost_round(config, samples, self.workdir / f"uh{index}", index)
         await personal_round(config, samples, self.workdir / f"pe{index}", index)
 
@@ -140,11 +133,11 @@ class Bench:
         """Round `index`'s share of cold starts of each worker."""
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.cold_starts, self.config.rounds, index)):
-            for side in alternate(("echo", "native"), index + turn):
-                if side == "echo":
-                    timings[side].append(await cold_echo(self.init_reply))
-                else:
+            for side in alternate(("echo", "echo_pydantic", "native"), index + turn):
+                if side == "native":
                     timings[side].append(await cold_native(self.root))
+                else:
+                    timings[side].append(await cold_echo(self.init_reply, pydantic=side == "echo_pydantic"))
         for side, values in timings.items():
             self.samples.add(f"cold/{side}", statistics.median(values))
             self.samples.rounds[f"cold_all/{side}"].extend(values)

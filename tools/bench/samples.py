@@ -13,6 +13,15 @@ class Samples:
 
     def __init__(self) -> None:
         self.rounds: dict[str, list[float]] = defaultdict(list)
+        self.absent: dict[str, str] = {}
+
+    def mark_absent(self, prefix: str, why: str) -> None:
+        """No samples of the keys starting with `prefix` (e.g. `conn/docker`) can be taken here, for `why`."""
+        self.absent[prefix] = why
+
+    def why_absent(self, key: str) -> str | None:
+        """Why `key` has no samples, when it was marked absent."""
+        return next((why for prefix, why in self.absent.items() if key.startswith(prefix)), None)
 
     def add(self, key: str, value: float) -> None:
         """Record one round's value of `key` (a figure's side, e.g. `rtt_p50/native`)."""

@@ -1,4 +1,11 @@
-"""A command's output streamed through `process/read`, beside the same output read from a bare pipe."""
+"""A command's output streamed through `process/read`, beside the same output read from a bare pipe.
+
+The reader keeps up as a host does: one `process/read` after another, each from the last `EndOffset`,
+with the largest `MaxBytes` and a `Wait` for new bytes. The process is started without
+`output_retention_bytes`, so the worker keeps its default retention (default_output_retention_bytes); a
+writer as fast as `head -c /dev/zero` outruns the reads, and what the reads miss is the figure
+`stream_share`.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,34 @@ import time
 from wuu.generated.models import PermissionMode, ProcessReadParams, ProcessStartParams, ProcessStatus
 from wuu.worker.client import WorkerClient
 
-from .config import STREAM_READ, STREAM_WAIT_NS
+from .config import MB, STREAM_READ, STREAM_WAIT_NS
+from .samples import Samples, alternate
+from .workers import forget_transcript
 
 
 def stream_argv(size: int) -> list[str]:
     """A command that writes `size` bytes to its stdout as fast as it can."""
     return ["head", "-c", str(size), "/dev/zero"]
+
+
+async def stream_round(native: WorkerClient, size: int, index: int, samples: Samples) -> None:
+    """Round `index` of the streaming figures: a `size`-byte burst through process/read and a bare pipe.
+
+    Samples: throughput to the exit seen (`stream/*`), the bytes the reads delivered per second
+    (`stream_delivered/native`) and as a share of the burst (`stream_delivered_share/native`, and in
+    percent `stream_share/*`: the bare pipe reader gets every byte, or the run fails).
+    """
+    for side in alternate(("bare", "native"), index):
+        if side == "bare":
+            samples.add("stream/bare", size / await stream_bare(size) / MB)
+            samples.add("stream_share/bare", 100.0)
+        else:
+            elapsed, delivered = await stream_native(native, size)
+            samples.add("stream/native", size / elapsed / MB)
+            samples.add("stream_delivered/native", delivered / elapsed / MB)
+            samples.add("stream_delivered_share/native", delivered / size)
+            samples.add("stream_share/native", 100.0 * delivered / size)
+        forget_transcript(native)
 
 
 async def stream_native(client: WorkerClient, size: int) -> tuple[float, int]:

@@ -8,10 +8,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..run import run_execution_backend_v4
-from . import daemon
-from .worker import NativeWorker
-
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the native worker as the command line asks."""
@@ -27,9 +23,24 @@ def main(argv: Sequence[str] | None = None) -> None:
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
         )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    # Each action imports only what it runs: `attach` is a relay and must start fast, without the worker.
     if args.action == "serve":
-        asyncio.run(daemon.serve_socket(Path(args.socket), args.lifetime_seconds))
+        from . import daemon
+
+        sys.exit(daemon.supervise(Path(args.socket), args.lifetime_seconds))
     elif args.action == "attach":
+        from . import daemon
+
         sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
     else:
-        asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
+        from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
+        from ..run import run_execution_backend_v4
+        from .worker import NativeWorker
+
+        # A descendant that left its command's session and process group escapes the worker's stop of
+        # that tree; as the subreaper the worker inherits it once orphaned, and ends it with the rest.
+        adopt_orphans()
+        try:
+            asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
+        finally:
+            end_orphans_now(ORPHANS_S)

@@ -7,7 +7,9 @@ their retained output stay, so a later connection resumes reads where the host s
 exits, cleaning up fully, once it has had no connection for its lifetime.
 
 `attach` is what a backend runs in the environment: it relays its stdio to the socket, starting the
-persistent worker first when none answers there.
+persistent worker first when none answers there. It is on every connection's path, so it is a plain
+byte relay that imports nothing of the worker or the protocol (the worker behind the socket judges every
+frame itself): the worker's own modules load in `serve_socket`.
 """
 
 from __future__ import annotations
@@ -19,18 +21,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..framing import reader_limit
-from ..relay import Relay
-from ..run import serve
-from ..streams import connect_pipes
-from .worker import NativeWorker
-
 START_DEADLINE_S = 10.0
 START_POLL_S = 0.02
+_CHUNK = 1 << 20
 
 
 async def serve_socket(path: Path, lifetime_s: float) -> None:
     """Serve connections on `path` until no connection has been open for `lifetime_s` seconds."""
+    from ..framing import reader_limit
+    from ..run import serve
+    from .worker import NativeWorker
+
     worker = NativeWorker()
     active = 0
     activity = asyncio.Event()
@@ -66,6 +67,43 @@ async def serve_socket(path: Path, lifetime_s: float) -> None:
         await worker.close()
 
 
+def supervise(path: Path, lifetime_s: float) -> int:
+    """`serve`: run `serve_socket` in a child process and outlive it, so that the commands of a worker that
+    was killed (it cannot stop them itself) are ended too (`wuu.worker.orphans`); the worker's exit status
+    (128 + the signal that killed it). Where there is no subreaper, the worker runs in this process."""
+    import signal
+
+    from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
+
+    if not adopt_orphans():
+        asyncio.run(serve_socket(path, lifetime_s))
+        return 0
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            asyncio.run(serve_socket(path, lifetime_s))
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    # A signal for the worker is passed on; the supervisor itself ends only after it.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda received, _: os.kill(child, received))
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    end_orphans_now(ORPHANS_S)
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
 def _start_daemon(path: Path, lifetime_s: float) -> None:
     """Start `serve` detached from this process (its own session), logging next to its socket."""
     log = path.with_suffix(".log").open("ab")
@@ -90,7 +128,7 @@ def _start_daemon(path: Path, lifetime_s: float) -> None:
 
 async def _connect(path: Path, lifetime_s: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     try:
-        return await asyncio.open_unix_connection(str(path), limit=reader_limit())
+        return await asyncio.open_unix_connection(str(path))
     except (FileNotFoundError, ConnectionRefusedError):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # a socket left by a worker that is gone
@@ -98,11 +136,30 @@ async def _connect(path: Path, lifetime_s: float) -> tuple[asyncio.StreamReader,
     deadline = asyncio.get_running_loop().time() + START_DEADLINE_S
     while True:
         try:
-            return await asyncio.open_unix_connection(str(path), limit=reader_limit())
+            return await asyncio.open_unix_connection(str(path))
         except (FileNotFoundError, ConnectionRefusedError):
             if asyncio.get_running_loop().time() > deadline:
                 raise
             await asyncio.sleep(START_POLL_S)
+
+
+async def _stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """This process's stdin and stdout as asyncio streams."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout.buffer)
+    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, half_close: bool) -> None:
+    """Copy bytes as they come until `reader`'s EOF or a broken stream; then half-close `writer` if asked."""
+    with contextlib.suppress(ConnectionError):
+        while chunk := await reader.read(_CHUNK):
+            writer.write(chunk)
+            await writer.drain()
+        if half_close and writer.can_write_eof():
+            writer.write_eof()
 
 
 async def attach(path: Path, lifetime_s: float) -> int:
@@ -112,9 +169,14 @@ async def attach(path: Path, lifetime_s: float) -> int:
     except OSError as error:
         print(f"wuu-worker attach: no worker at {path}: {error}", file=sys.stderr)
         return 1
-    stdin, stdout, _ = await connect_pipes()
-    # The host's EOF half-closes the socket, so the worker detaches this connection and then closes it.
-    relay = Relay((stdin, stdout), (socket_reader, socket_writer))
-    await relay.finish()
+    stdin, stdout = await _stdio()
+    # The host's EOF half-closes the socket, so the worker detaches this connection and then closes it;
+    # the relay ends with the worker's side.
+    to_worker = asyncio.create_task(_pump(stdin, socket_writer, half_close=True))
+    await _pump(socket_reader, stdout, half_close=False)
+    to_worker.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await to_worker
+    socket_writer.close()
     stdout.close()
     return 0

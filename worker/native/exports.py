@@ -26,7 +26,7 @@ from wuu.generated.models import (
 
 from ..errors import WorkerError
 from .files import os_errors
-from .paths import open_flags_nofollow
+from .paths import Resolved
 
 COPY_CHUNK = 1 << 20
 
@@ -44,7 +44,7 @@ class Exports:
         self._directory = directory
         self._snapshots: dict[str, _Snapshot] = {}
 
-    async def open(self, source: Path) -> ExportOpenResult:
+    async def open(self, source: Resolved) -> ExportOpenResult:
         token = secrets.token_hex(16)
         target = self._directory / token
         size, digest = await asyncio.to_thread(_copy, source, target)
@@ -77,13 +77,14 @@ class Exports:
         return snapshot
 
 
-def _copy(source: Path, target: Path) -> tuple[int, str]:
-    """Copy `source` to `target` in chunks; its size and SHA-256. Refuses more than the export limit."""
+def _copy(resolved: Resolved, target: Path) -> tuple[int, str]:
+    """Copy `resolved` to `target` in chunks; its size and SHA-256. Refuses more than the export limit."""
     digest = hashlib.sha256()
     size = 0
+    source = resolved.path
     with os_errors(source):
         # O_NONBLOCK: a FIFO must not block the open; it is refused below as no regular file.
-        fd = os.open(source, open_flags_nofollow(os.O_RDONLY | os.O_NONBLOCK))
+        fd = resolved.open(os.O_RDONLY | os.O_NONBLOCK)
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):

@@ -1,7 +1,8 @@
 """The file tools of `execute`: read_file, write_file, edit_file, list_dir (spec: execute.schema.json).
 
-Paths arrive resolved and checked (paths.resolve, sensitive.check). The final component is opened
-with O_NOFOLLOW, so a symlink swapped in after resolution makes the open fail instead of escaping.
+Paths arrive resolved and checked (paths.resolve_tool_path, sensitive.check) and are only ever opened
+through Resolved.open, so a symlink swapped in after resolution cannot lead a tool out of the root; a
+listing descends from the directory's descriptor, never by name.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from wuu.generated.models import (
 )
 
 from ..errors import WorkerError
-from .paths import open_flags_nofollow
+from .paths import Resolved
 
 
 @contextmanager
@@ -46,6 +47,8 @@ def os_errors(path: Path) -> Iterator[None]:
     except PermissionError:
         raise WorkerError(ErrorCode.PERMISSION_DENIED, str(path)) from None
     except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path}: {error.strerror}") from None
         if error.errno == errno.ELOOP:
             raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is a symlink") from None
         if error.errno == errno.ENXIO:  # a FIFO without a reader, opened for writing without blocking
@@ -53,9 +56,9 @@ def os_errors(path: Path) -> Iterator[None]:
         raise
 
 
-def read_file(path: Path, args: ReadFileArguments) -> ToolResult:
-    with os_errors(path):
-        fd = _open_regular(path, os.O_RDONLY)
+def read_file(target: Resolved, args: ReadFileArguments) -> ToolResult:
+    with os_errors(target.path):
+        fd = _open_regular(target, os.O_RDONLY)
         try:
             info = os.fstat(fd)
             # pread refuses offsets past the largest file size; such a read just finds nothing.
@@ -73,24 +76,36 @@ def read_file(path: Path, args: ReadFileArguments) -> ToolResult:
     return ToolResult(output=data.decode("utf-8", "replace"), is_error=False, metadata=metadata.to_wire())
 
 
-def _open_regular(path: Path, flags: int, mode: int = 0o644) -> int:
+def _open_regular(target: Resolved, flags: int) -> int:
     """Open a regular file; anything else (a directory, a FIFO, a device) is refused.
 
     O_NONBLOCK keeps a FIFO from blocking the worker in open(); it changes nothing for a regular file.
     """
-    fd = os.open(path, open_flags_nofollow(flags | os.O_NONBLOCK), mode)
+    fd = target.open(flags | os.O_NONBLOCK)
     kind = os.fstat(fd).st_mode
     if not stat.S_ISREG(kind):
         os.close(fd)
         if stat.S_ISDIR(kind):
-            raise IsADirectoryError(path)
-        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is not a regular file")
+            raise IsADirectoryError(target.path)
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{target.path} is not a regular file")
     return fd
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Replace the file's content (creating it), never following a symlink at its name."""
-    fd = _open_regular(path, os.O_WRONLY | os.O_CREAT)
+def _open_for_writing(target: Resolved) -> tuple[int, bool]:
+    """The file opened for writing, created when missing, and whether it was created."""
+    while True:
+        try:
+            return _open_regular(target, os.O_WRONLY), False
+        except FileNotFoundError:
+            try:
+                return _open_regular(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL), True
+            except FileExistsError:  # created meanwhile: open it as an existing file
+                continue
+
+
+def _write(target: Resolved, data: bytes) -> bool:
+    """Replace the file's content (creating it), never following a symlink; whether it was created."""
+    fd, created = _open_for_writing(target)
     try:
         os.ftruncate(fd, 0)  # only now: a FIFO or device was refused before anything changed
         view = memoryview(data)
@@ -98,25 +113,27 @@ def _write(path: Path, data: bytes) -> None:
             view = view[os.write(fd, view) :]
     finally:
         os.close(fd)
+    return created
 
 
-def write_file(path: Path, args: WriteFileArguments) -> ToolResult:
+def write_file(target: Resolved, args: WriteFileArguments) -> ToolResult:
+    path = target.path
     with os_errors(path):
         if args.create_dirs:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        existed = os.path.lexists(path)
+            target.make_parents()
         data = args.content.encode("utf-8")
-        _write(path, data)
-    metadata = WriteFileMetadata(bytes_written=len(data), created=not existed)
-    verb = "updated" if existed else "created"
+        created = _write(target, data)
+    metadata = WriteFileMetadata(bytes_written=len(data), created=created)
+    verb = "created" if created else "updated"
     return ToolResult(
         output=f"{verb} {path} ({len(data)} bytes)", is_error=False, metadata=metadata.to_wire()
     )
 
 
-def edit_file(path: Path, args: EditFileArguments) -> ToolResult:
+def edit_file(target: Resolved, args: EditFileArguments) -> ToolResult:
+    path = target.path
     with os_errors(path):
-        fd = _open_regular(path, os.O_RDONLY)
+        fd = _open_regular(target, os.O_RDONLY)
         try:
             raw = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
         finally:
@@ -134,11 +151,14 @@ def edit_file(path: Path, args: EditFileArguments) -> ToolResult:
             is_error=True,
         )
     with os_errors(path):
-        _write(path, text.replace(args.old_string, args.new_string).encode("utf-8"))
+        _write(target, text.replace(args.old_string, args.new_string).encode("utf-8"))
     metadata = EditFileMetadata(replacements=count)
     return ToolResult(
         output=f"replaced {count} occurrence(s) in {path}", is_error=False, metadata=metadata.to_wire()
     )
+
+
+_LISTABLE = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _entry_type(mode: int) -> DirEntryType:
@@ -151,10 +171,10 @@ def _entry_type(mode: int) -> DirEntryType:
     return DirEntryType.OTHER
 
 
-def list_dir(path: Path, args: ListDirArguments) -> ToolResult:
+def list_dir(target: Resolved, args: ListDirArguments) -> ToolResult:
     entries: list[DirEntry] = []
 
-    def walk(directory: Path, prefix: str, depth: int) -> None:
+    def walk(directory: int, prefix: str, depth: int) -> None:
         with os.scandir(directory) as scan:
             for item in scan:
                 if item.name.startswith(".") and not args.include_hidden:
@@ -164,14 +184,29 @@ def list_dir(path: Path, args: ListDirArguments) -> ToolResult:
                 size = info.st_size if kind is not DirEntryType.DIRECTORY else 0
                 entries.append(DirEntry(path=prefix + item.name, type=kind, size=size))
                 if kind is DirEntryType.DIRECTORY and depth > 1:
-                    walk(Path(item.path), f"{prefix}{item.name}/", depth - 1)
+                    try:
+                        below = os.open(item.name, _LISTABLE, dir_fd=directory)
+                    except OSError:  # gone, or swapped for a symlink since it was listed: not followed
+                        continue
+                    try:
+                        walk(below, f"{prefix}{item.name}/", depth - 1)
+                    finally:
+                        os.close(below)
 
+    path = target.path
     with os_errors(path):
-        if not path.is_dir():
-            raise WorkerError(
-                ErrorCode.NOT_FOUND if not path.exists() else ErrorCode.INVALID_REQUEST, f"{path}"
-            )
-        walk(path, "", args.depth)
+        # O_PATH first: a FIFO or a file is told apart (invalid_request) from a missing path (not_found).
+        handle = target.open(os.O_PATH)
+        try:
+            if not stat.S_ISDIR(os.fstat(handle).st_mode):
+                raise WorkerError(ErrorCode.INVALID_REQUEST, f"{path} is not a directory")
+            directory = os.open(".", _LISTABLE, dir_fd=handle)
+        finally:
+            os.close(handle)
+        try:
+            walk(directory, "", args.depth)
+        finally:
+            os.close(directory)
     entries.sort(key=lambda entry: entry.path)
     lines = [entry.path + ("/" if entry.type is DirEntryType.DIRECTORY else "") for entry in entries]
     metadata = ListDirMetadata(entries=entries)

@@ -2,15 +2,15 @@
 
 Offsets count from the first byte the process ever wrote. The buffer keeps exactly the last `retain_bytes`
 of the stream readable (the *retained start* is `max(0, total - retain_bytes)`); older bytes are gone and
-a read below the retained start answers from it, flagged truncated (`process/read` semantics).
+a read below the retained start answers from it, flagged truncated (`process/read` semantics, with
+`retain_bytes` the process's `output_retention_bytes`). The retention is a bound, not an allocation: the
+buffer holds the bytes written so far, at most `retain_bytes` plus one stored chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
 from bisect import bisect_right
-
-from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
 
 # Small writes coalesce into an open chunk of up to this size, so a process that writes a byte at a time
 # costs one list entry per 64 KiB rather than one per write; larger pipe reads are stored as they come.
@@ -28,7 +28,7 @@ class OutputBuffer:
     run on the event loop's thread.
     """
 
-    def __init__(self, retain_bytes: int = WORKER_MIN_RETAINED_OUTPUT_BYTES) -> None:
+    def __init__(self, retain_bytes: int) -> None:
         if retain_bytes < 1:
             raise ValueError("retain_bytes must be positive")
         self._retain = retain_bytes
@@ -48,6 +48,11 @@ class OutputBuffer:
     def total_bytes(self) -> int:
         """Every byte ever appended (the stream's `TotalBytes`)."""
         return self._total
+
+    @property
+    def retain_bytes(self) -> int:
+        """How many of the stream's last bytes stay readable."""
+        return self._retain
 
     @property
     def retained_start(self) -> int:

@@ -116,7 +116,7 @@ class ProcessRegistry:
             cwd=os.fspath(cwd.absolute()),
             started_at=time.time_ns(),
             started_ns=time.monotonic_ns(),
-            output=OutputBuffer(self._retain or params.output_retention_bytes),
+            output=OutputBuffer(params.output_retention_bytes if self._retain is None else self._retain),
             done=loop.create_future(),
         )
         self._next_id += 1

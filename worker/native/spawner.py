@@ -55,8 +55,9 @@ class ConfinedSpawner(Spawner):
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
-            # The child may start after its request was cancelled: it must not outlive the request.
-            future.add_done_callback(_discard)
+            # The thread may be using the caller's fds right now, and may yet start the child: the request
+            # ends only after the job has, and nothing it started outlives it.
+            await _ended_despite_cancellation(future)
             raise
 
     def close(self) -> None:
@@ -110,13 +111,14 @@ class _Job:
             self.loop.call_soon_threadsafe(settle, value)
 
 
-def _discard(future: asyncio.Future[subprocess.Popen[bytes]]) -> None:
-    if not future.cancelled() and future.exception() is None:
-        _kill_and_reap(future.result())
-
-
-def _kill_and_reap(child: subprocess.Popen[bytes]) -> None:
-    """End an unwanted child's whole group (it has a session of its own) and reap it off the loop."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
-    threading.Thread(target=child.wait, name="wuu-reaper", daemon=True).start()
+async def _ended_despite_cancellation(future: asyncio.Future[subprocess.Popen[bytes]]) -> None:
+    """Wait for a cancelled spawn to be answered, then kill and reap the child it started, if any."""
+    while not future.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait((future,))
+    if future.exception() is None:
+        child = future.result()
+        for kill in (os.killpg, os.kill):  # its group, when it leads one (a command does), then itself
+            with contextlib.suppress(ProcessLookupError):
+                kill(child.pid, signal.SIGKILL)
+        await asyncio.to_thread(child.wait)

@@ -57,7 +57,7 @@ from ..errors import WorkerError
 from . import files
 from .environment import command_environment
 from .exports import Exports
-from .paths import resolve
+from .paths import Resolved, resolve_tool_path
 from .processes import ProcessRegistry, run_command
 from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
 from .sensitive import SensitivePaths, default_home, default_wuu_home
@@ -196,12 +196,13 @@ class NativeWorker:
             return files.list_dir(self._path(arguments.path, mode, write=False), arguments)
         raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
 
-    def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Path:
+    def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Resolved:
         """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
-        resolved = resolve(self._root, path, confined=mode is not PermissionMode.UNCONFINED)
+        confined = mode is not PermissionMode.UNCONFINED
+        resolved = resolve_tool_path(self._root, path, confined=confined, write=write)
         requested = Path(path) if os.path.isabs(path) else self._root / path
         # Both the name asked and the path acted on: `notes -> .env` (dangling or not) writes `.env`.
-        self._sensitive.check(Path(os.path.normpath(requested)), write=write, acts_on=resolved)
+        self._sensitive.check(Path(os.path.normpath(requested)), write=write, acts_on=resolved.path)
         return resolved
 
     def _command_setup(
@@ -209,7 +210,7 @@ class NativeWorker:
     ) -> tuple[Path, dict[str, str], Spawner]:
         """The resolved working directory, the command environment and the spawner of a command."""
         assert self._binding is not None and self._private is not None
-        directory = self._path(cwd, mode, write=False) if cwd else self._root
+        directory = self._path(cwd, mode, write=False).directory() if cwd else self._root
         environment = command_environment(self._private / "tmp", self._binding.environment, env)
         return directory, environment, self._sandbox(mode)
 

@@ -8,7 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { toNumber, WorkerError } from './validate.mjs';
 
-export const RETAINED_OUTPUT_BYTES = 1048576; // min_retained_output_bytes
+export const DEFAULT_OUTPUT_RETENTION_BYTES = 8388608; // default_output_retention_bytes
 const OUTPUT_DRAIN_MS = 100; // how long output may keep arriving after the leader exits
 const TREE_POLL_MS = 20;
 const TIMER_MAX_MS = 2147483647;
@@ -191,9 +191,10 @@ export async function runCommand(argv, { cwd, env, timeoutMs, signal, sockDir, o
   };
 }
 
-// The retained tail of a process's combined output.
+// The retained tail of a process's combined output: exactly its last `retention` bytes are readable.
 class OutputLog {
-  constructor() {
+  constructor(retention) {
+    this.retention = retention;
     this.chunks = [];
     this.start = 0; // stream offset of chunks[0]
     this.total = 0;
@@ -202,10 +203,15 @@ class OutputLog {
   append(buf) {
     this.chunks.push(buf);
     this.total += buf.length;
-    while (this.chunks.length > 1 && this.total - this.start - this.chunks[0].length >= RETAINED_OUTPUT_BYTES) {
+    while (this.chunks.length > 1 && this.total - this.start - this.chunks[0].length >= this.retention) {
       this.start += this.chunks[0].length;
       this.chunks.shift();
     }
+  }
+
+  // Chunks are dropped whole, so a few bytes below this may still be held; none of them is readable.
+  get retainedStart() {
+    return Math.max(0, this.total - this.retention);
   }
 
   slice(from, to) {
@@ -222,7 +228,7 @@ class OutputLog {
 }
 
 class ManagedProcess {
-  constructor({ id, operationId, session, argv, cwd }) {
+  constructor({ id, operationId, session, argv, cwd, retentionBytes }) {
     this.id = id;
     this.operationId = operationId;
     this.session = session;
@@ -236,7 +242,7 @@ class ManagedProcess {
     this.startedHr = process.hrtime.bigint();
     this.endedAt = null;
     this.durationNs = null;
-    this.log = new OutputLog();
+    this.log = new OutputLog(retentionBytes);
     this.child = null;
     this.stdinOpen = false;
     this.stopCause = null;
@@ -329,8 +335,15 @@ export class ProcessRegistry {
   }
 
   // cwd: the directory shown in the record; spawnCwd: the same directory with symlinks resolved.
-  async start({ operationId, argv, cwd, spawnCwd, env, stdin, timeoutMs }) {
-    const proc = new ManagedProcess({ id: this.newId(), operationId, session: this.session, argv, cwd });
+  async start({ operationId, argv, cwd, spawnCwd, env, stdin, timeoutMs, retentionBytes }) {
+    const proc = new ManagedProcess({
+      id: this.newId(),
+      operationId,
+      session: this.session,
+      argv,
+      cwd,
+      retentionBytes,
+    });
     this.processes.set(proc.id, proc);
     const spawned = await spawnCombined(argv, { cwd: spawnCwd, env, stdin, sockDir: this.sockDir });
     if (spawned.error) {
@@ -425,12 +438,12 @@ export class ProcessRegistry {
       if (!arrived && !hasBytes() && proc.running) timedOut = true;
     }
     if (hasBytes() && proc.running && dwellMs > 0) {
-      await waitFor(proc, () => log.total - Math.max(offset, log.start) >= maxBytes || !proc.running, dwellMs, signal);
+      await waitFor(proc, () => log.total - Math.max(offset, log.retainedStart) >= maxBytes || !proc.running, dwellMs, signal);
       if (signal.aborted) throw cancelledError();
     }
-    if (offset < log.start) {
+    if (offset < log.retainedStart) {
       truncated = true;
-      offset = log.start;
+      offset = log.retainedStart;
     }
     const past = offset > log.total;
     const end = past ? offset : Math.min(log.total, offset + maxBytes);

@@ -77,6 +77,7 @@ export const ProcessStartParams = object(
     permission_mode: permissionMode(),
     stdin: bool(),
     timeout_ms: int(1, INT32_MAX),
+    output_retention_bytes: int(1048576, 67108864), // min_retained_output_bytes..max_output_retention_bytes
   },
   ['argv', 'permission_mode'],
 );

@@ -1,6 +1,7 @@
 // The core workspace tools of `execute`: read_file, write_file, edit_file, list_dir, exec_command.
 
 import fs from 'node:fs/promises';
+import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import { guardSensitive, realpathOrNull } from './paths.mjs';
 import { cancelledError, runCommand } from './processes.mjs';
@@ -44,10 +45,25 @@ async function statOrNull(p) {
 // Resolves a tool path under the call's permission mode and applies the sensitive-path guard.
 function target(ctx, p, mode, operation) {
   const resolved = ctx.paths.resolve(p, mode !== 'unconfined');
+  if (operation === 'write' && mode !== 'unconfined') refuseMultiLink(resolved, p);
   if (operation) {
     guardSensitive([ctx.paths.lexical(p), resolved, realpathOrNull(resolved)], operation, ctx.homes, p);
   }
   return resolved;
+}
+
+// Under the root boundary a write to a regular file with more than one hard link is refused as an escape:
+// another link may name the same file outside the root.
+function refuseMultiLink(file, shown) {
+  let st;
+  try {
+    st = lstatSync(file);
+  } catch {
+    return;
+  }
+  if (st.isFile() && st.nlink > 1) {
+    throw new WorkerError('path_outside_root', `${shown} has more than one hard link; it may be named outside the workspace root`);
+  }
 }
 
 async function readFile(args, mode, ctx) {

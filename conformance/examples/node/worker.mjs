@@ -9,7 +9,7 @@ import path from 'node:path';
 import { ExportStore } from './exports.mjs';
 import { parseJson, toJson } from './json.mjs';
 import { PathContext, sensitiveHomes } from './paths.mjs';
-import { cancelledError, MINIMAL_PATH, ProcessRegistry } from './processes.mjs';
+import { cancelledError, DEFAULT_OUTPUT_RETENTION_BYTES, MINIMAL_PATH, ProcessRegistry } from './processes.mjs';
 import * as schemas from './schemas.mjs';
 import { commandCwd, refuseConfinedCommand, TOOLS } from './tools.mjs';
 import { decodeBase64, WorkerError } from './validate.mjs';
@@ -371,6 +371,8 @@ async function processStart(data) {
     env: ctx.commandEnv(tmp, p.env),
     stdin: p.stdin ?? false,
     timeoutMs: p.timeout_ms === undefined ? null : Number(p.timeout_ms),
+    retentionBytes:
+      p.output_retention_bytes === undefined ? DEFAULT_OUTPUT_RETENTION_BYTES : Number(p.output_retention_bytes),
   });
 }
 

@@ -25,7 +25,7 @@ from wuu.generated.wire import WireModel
 from wuu.worker import ExecutionBackendV4, Handler, RequestContext, WorkerError
 from wuu.worker.native import files
 from wuu.worker.native.environment import command_environment
-from wuu.worker.native.paths import resolve
+from wuu.worker.native.paths import Resolved, resolve
 from wuu.worker.native.sensitive import SensitivePaths, default_home, default_wuu_home
 from wuu.worker.native.worker import NativeWorker
 
@@ -171,6 +171,36 @@ def confines_unconfined(worker: NativeWorker, backend: ExecutionBackendV4) -> Ex
     return _checking_paths(backend, confined)
 
 
+@mutant(
+    "writes-multi-link-files",
+    "writes and edits a file with more than one hard link in standard",
+    "paths.multi-link-write",
+)
+def writes_multi_link_files(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """write_file and edit_file in standard resolve their path with the root boundary and pass the worker's
+    sensitive-path guard, then write it opened as in unconfined, where a file's hard links are not counted."""
+    guard = SensitivePaths.load(home=default_home(os.environ), wuu_home=default_wuu_home(os.environ))
+
+    def make(execute: Handler) -> Handler:
+        async def handler(request: ExecutionToolRequestV4, context: RequestContext) -> WireModel:
+            arguments = tool_arguments(request)
+            if request.permission_mode is not PermissionMode.STANDARD or not isinstance(
+                arguments, WriteFileArguments | EditFileArguments
+            ):
+                return await execute(request, context)
+            root = Path(context.binding.root)
+            resolved = resolve(root, arguments.path, confined=True)
+            guard.check(Path(os.path.normpath(root / arguments.path)), write=True, acts_on=resolved)
+            path = Resolved(resolved, None, arguments.path)
+            if isinstance(arguments, WriteFileArguments):
+                return files.write_file(path, arguments)
+            return files.edit_file(path, arguments)
+
+        return handler
+
+    return override(backend, "execute", make)
+
+
 # --- sensitive paths ----------------------------------------------------------------------------------------
 
 
@@ -189,7 +219,8 @@ def sensitive_writable_unconfined(worker: NativeWorker, backend: ExecutionBacken
             if request.permission_mode is UNCONFINED and isinstance(
                 arguments, WriteFileArguments | EditFileArguments
             ):
-                path = resolve(Path(context.binding.root), arguments.path, confined=False)
+                resolved = resolve(Path(context.binding.root), arguments.path, confined=False)
+                path = Resolved(resolved, None, arguments.path)
                 if isinstance(arguments, WriteFileArguments):
                     return files.write_file(path, arguments)
                 return files.edit_file(path, arguments)
@@ -221,7 +252,12 @@ def sensitive_misses_dangling_links(worker: NativeWorker, backend: ExecutionBack
             ):
                 return await execute(request, context)
             root = Path(context.binding.root)
-            path = resolve(root, arguments.path, confined=mode is not UNCONFINED)
+            confined = mode is not UNCONFINED
+            path = Resolved(
+                resolve(root, arguments.path, confined=confined),
+                os.path.realpath(root) if confined else None,
+                arguments.path,
+            )
             named = Path(os.path.normpath(root / arguments.path))
             real = Path(os.path.realpath(named, strict=True)) if named.exists() else named
             guard.check(named, write=True, acts_on=real)

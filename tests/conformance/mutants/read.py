@@ -3,6 +3,9 @@ stdin."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from wuu.generated.catalog import WORKER_DEFAULT_OUTPUT_RETENTION_BYTES, WORKER_MIN_RETAINED_OUTPUT_BYTES
 from wuu.worker import ExecutionBackendV4
 from wuu.worker.native.worker import NativeWorker
 
@@ -75,6 +78,33 @@ mutant(
         "process/read", _never_truncated, doc="process/read results always say `Truncated: false`."
     )
 )
+
+
+@mutant(
+    "ignores-output-retention",
+    "keeps the default retention whatever output_retention_bytes asks",
+    "read.retention",
+)
+def ignores_output_retention(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """process/start runs as if output_retention_bytes were always omitted."""
+    return rewrite_params(
+        "process/start", lambda params: {"output_retention_bytes": WORKER_DEFAULT_OUTPUT_RETENTION_BYTES}
+    )(worker, backend)
+
+
+@mutant(
+    "retains-1-mib-by-default",
+    "keeps the smallest retention (1 MiB) when output_retention_bytes is omitted, not the default",
+    "read.truncated",
+)
+def retains_1_mib_by_default(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """process/start without output_retention_bytes runs as if it asked for 1 MiB."""
+
+    def smallest_unless_asked(params: Any) -> dict[str, Any]:
+        asked = "output_retention_bytes" in params.model_fields_set
+        return {} if asked else {"output_retention_bytes": WORKER_MIN_RETAINED_OUTPUT_BYTES}
+
+    return rewrite_params("process/start", smallest_unless_asked)(worker, backend)
 
 
 @mutant(

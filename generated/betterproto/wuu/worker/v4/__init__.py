@@ -1403,8 +1403,8 @@ default_message_pool.register_message("wuu.worker.v4", "ProcessReadParams", Proc
 @dataclass(eq=False, repr=False)
 class ProcessReadResult(betterproto2.Message):
     """
-    A chunk of a process's combined output (Go casing). The worker retains at least the last 1 MiB of
-    output (min_retained_output_bytes).
+    A chunk of a process's combined output (Go casing). What stays readable is set by the process's
+    `output_retention_bytes` (`process/start`).
     """
 
     process: "ExecutionProcessV4 | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
@@ -1500,6 +1500,17 @@ class ProcessStartParams(betterproto2.Message):
     timeout_ms: "int | None" = betterproto2.field(7, betterproto2.TYPE_INT32, optional=True)
     """
     Milliseconds after which the process tree is stopped (status `stopped`, event cause `timeout`).
+    """
+
+    output_retention_bytes: "int | None" = betterproto2.field(8, betterproto2.TYPE_INT32, optional=True)
+    """
+    How much of the process's combined output stays readable: the worker keeps exactly the last
+    `output_retention_bytes` bytes, so the retained start of `process/read` is `TotalBytes` minus
+    this value, or 0 while the stream is shorter. Older bytes are lost, and a read below the
+    retained start says `Truncated`. It is a bound, not an allocation: a process that writes little
+    costs the worker little. From min_retained_output_bytes (1 MiB) to max_output_retention_bytes
+    (64 MiB); a value outside that range gets `invalid_request`; default_output_retention_bytes
+    (8 MiB) when omitted.
     """
 
 

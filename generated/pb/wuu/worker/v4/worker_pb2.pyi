@@ -467,7 +467,7 @@ class ExecutionProcessV4(_message.Message):
     def __init__(self, id: _Optional[str] = ..., operation_id: _Optional[str] = ..., root_thread_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., status: _Optional[_Union[ProcessStatus, str]] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., duration_ns: _Optional[int] = ..., output_bytes: _Optional[int] = ...) -> None: ...
 
 class ProcessStartParams(_message.Message):
-    __slots__ = ("operation_id", "argv", "cwd", "env", "permission_mode", "stdin", "timeout_ms")
+    __slots__ = ("operation_id", "argv", "cwd", "env", "permission_mode", "stdin", "timeout_ms", "output_retention_bytes")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +482,7 @@ class ProcessStartParams(_message.Message):
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     argv: _containers.RepeatedScalarFieldContainer[str]
     cwd: str
@@ -489,7 +490,8 @@ class ProcessStartParams(_message.Message):
     permission_mode: _permissions_pb2.PermissionMode
     stdin: bool
     timeout_ms: int
-    def __init__(self, operation_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ..., stdin: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    output_retention_bytes: int
+    def __init__(self, operation_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ..., stdin: _Optional[bool] = ..., timeout_ms: _Optional[int] = ..., output_retention_bytes: _Optional[int] = ...) -> None: ...
 
 class ProcessListParams(_message.Message):
     __slots__ = ()

@@ -1,0 +1,120 @@
+"""The spawners of the native worker: the confined thread's refusals, and no child outliving a cancelled spawn."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DEADLINE
+from wuu.worker.native.children import spawn
+from wuu.worker.native.spawner import ConfinedSpawner, Spawner
+
+
+def running(marker: str) -> list[int]:
+    """The live processes whose command line carries `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state not in ("Z", "X"):
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def gone(marker: str) -> bool:
+    """Poll until no process carries `marker`; False if one is still there at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while running(marker):
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def refuse() -> None:
+    raise OSError(1, "Operation not permitted")
+
+
+async def test_a_spawner_whose_confinement_failed_refuses_every_spawn(tmp_path: Path) -> None:
+    spawner = ConfinedSpawner(refuse)
+    try:
+        for _ in range(2):
+            with pytest.raises(subprocess.SubprocessError, match="the sandbox could not be applied"):
+                await spawner.popen(["touch", str(tmp_path / "ran")])
+    finally:
+        spawner.close()
+    assert not (tmp_path / "ran").exists()
+
+
+async def test_a_closed_spawner_refuses_at_once(tmp_path: Path) -> None:
+    spawner = ConfinedSpawner(lambda: None)
+    spawner.close()
+    with pytest.raises(subprocess.SubprocessError, match="closed"):
+        await spawner.popen(["touch", str(tmp_path / "ran")])
+    assert not (tmp_path / "ran").exists()
+
+
+async def test_a_cancelled_spawn_leaves_no_process() -> None:
+    spawner = ConfinedSpawner(lambda: None)
+    marker = f"wuu-spawn-{uuid.uuid4().hex}"
+    try:
+        for _ in range(20):
+            task = asyncio.create_task(
+                spawner.popen(["sh", "-c", "sleep 30; :", marker], start_new_session=True)
+            )
+            await asyncio.sleep(0)  # the job is queued: the thread may be spawning right now
+            if not task.cancel():
+                child = task.result()  # spawned before the cancel came: end it as its owner would
+                child.kill()
+                await asyncio.to_thread(child.wait)
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        # The thread answers in order: once this spawn is answered, every cancelled one has been too.
+        last = await spawner.popen(["true"])
+        await asyncio.to_thread(last.wait)
+        assert await gone(marker)
+    finally:
+        spawner.close()
+
+
+async def test_the_output_pipe_ends_with_the_child_and_the_child_is_reaped(tmp_path: Path) -> None:
+    class Protocol(asyncio.SubprocessProtocol):
+        def __init__(self) -> None:
+            self.output = bytearray()
+            self.exited = asyncio.get_running_loop().create_future()
+            self.drained = asyncio.get_running_loop().create_future()
+
+        def pipe_data_received(self, fd: int, data: bytes) -> None:
+            self.output += data
+
+        def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+            self.drained.set_result(fd)
+
+        def process_exited(self) -> None:
+            self.exited.set_result(None)
+
+    transport, protocol = await spawn(
+        Spawner(),
+        Protocol,
+        ["sh", "-c", "echo out; echo err >&2; exit 3"],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        stdin=False,
+    )
+    await asyncio.wait_for(asyncio.gather(protocol.exited, protocol.drained), DEADLINE)
+    assert transport.get_returncode() == 3
+    assert bytes(protocol.output) == b"out\nerr\n"  # one combined stream, in write order
+    assert protocol.drained.result() == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(transport.get_pid(), os.WNOHANG)  # already reaped: no zombie left

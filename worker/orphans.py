@@ -1,0 +1,82 @@
+"""The commands of a worker that died: adopted by a process above it, and ended once the worker has ended.
+
+A worker that is killed (SIGKILL, a crash) cannot stop the commands it started, and they run on in
+sessions of their own. On Linux a process above the worker -- the adapter of a local worker, the supervisor
+of a persistent one -- makes itself the child subreaper of its tree (PR_SET_CHILD_SUBREAPER), so such
+commands are reparented to it rather than to init, and ends every one of them once the worker has ended:
+nothing of the worker outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+ORPHANS_S = 5.0
+"""Seconds a process that has ended its worker's connection spends ending the orphans it inherited."""
+
+_PR_SET_CHILD_SUBREAPER = 36
+_POLL_S = 0.01
+
+
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants; False where the platform has none."""
+    if sys.platform != "linux":
+        return False
+    import ctypes  # only here: a process pays for it once, on Linux
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def children() -> list[int]:
+    """The pids of this process's children (Linux)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+            with contextlib.suppress(OSError):
+                found += [int(pid) for pid in (task / "children").read_text().split()]
+    return found
+
+
+def kill_orphans(reaped: list[int]) -> list[int]:
+    """One round: SIGKILL every child with its process group, and reap those that ended (added to `reaped`);
+    the children found."""
+    found = children()
+    for pid in found:
+        # A command leads a group of its own (the worker starts it with setsid): end the whole group.
+        for target in (-pid, pid):
+            with contextlib.suppress(OSError):
+                os.kill(target, signal.SIGKILL)
+    for pid in found:
+        with contextlib.suppress(ChildProcessError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid and pid not in reaped:
+                reaped.append(pid)
+    return found
+
+
+def end_orphans_now(timeout_s: float) -> list[int]:
+    """`kill_orphans` until no child is left (the descendants of a killed one are reparented here in turn)
+    or `timeout_s` has passed; the pids ended. Blocking: for a process that has nothing else to do."""
+    deadline = time.monotonic() + timeout_s
+    reaped: list[int] = []
+    while kill_orphans(reaped) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+    return reaped
+
+
+async def end_orphans(timeout_s: float) -> list[int]:
+    """`end_orphans_now` on an event loop: call it only once the worker itself has ended and been waited
+    for, when every child left is an orphan."""
+    import asyncio
+
+    deadline = time.monotonic() + timeout_s
+    reaped: list[int] = []
+    while kill_orphans(reaped) and time.monotonic() < deadline:
+        await asyncio.sleep(_POLL_S)
+    return reaped
