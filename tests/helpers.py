@@ -134,6 +134,19 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
+def carrying(marker: str) -> list[int]:
+    """The live processes whose command line carries `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue  # it ended while we looked
+    return found
+
+
 def children(pid: int) -> list[int]:
     """The pids of the child processes of `pid`."""
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]

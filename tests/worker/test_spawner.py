@@ -10,32 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DEADLINE
+from tests.helpers import DEADLINE, carrying
 from wuu.worker.native.children import spawn
 from wuu.worker.native.spawner import ConfinedSpawner, Spawner
-
-
-def running(marker: str) -> list[int]:
-    """The live processes whose command line carries `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if marker.encode() in (entry / "cmdline").read_bytes():
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if state not in ("Z", "X"):
-                    found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 async def gone(marker: str) -> bool:
     """Poll until no process carries `marker`; False if one is still there at the deadline."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + DEADLINE
-    while running(marker):
+    while carrying(marker):
         if loop.time() > deadline:
             return False
         await asyncio.sleep(0.01)
