@@ -49,10 +49,12 @@ def test_only_a_selected_local_profile_is_read_for_a_prestart(tmp_path: Path) ->
 def test_a_prestarted_worker_for_another_command_is_ended_not_used() -> None:
     marker = f"wuu-prestart-{uuid.uuid4().hex}"
     argv = tuple(waiting_worker(marker))
-    early = Prestarted(argv, spawn(argv))
-    assert carrying(marker)
+    process = spawn(argv)
+    early = Prestarted(argv, process)
+    assert process.poll() is None, "it waits for frames"
     assert early.claim((*argv, "other")) is None
-    assert not carrying(marker)  # EOF ended it and it was reaped
+    assert process.returncode == 0  # EOF ended it, and it was reaped
+    assert not carrying(marker)
     assert early.claim(argv) is None  # a prestarted worker is claimed at most once
 
 
