@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-# One test process runs gRPC servers and forks confined children (`preexec_fn`): gRPC's fork support would
-# run its handlers in such a child, which then aborts on its poller's closed descriptors before it execs.
+# One test process runs gRPC servers and starts children (subprocess forks where it cannot vfork): gRPC's
+# fork support would run its handlers in such a child, which then aborts on its poller's closed descriptors
+# before it execs.
 # Read by grpc when it is first imported, which is after this file.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 

@@ -28,9 +28,6 @@ class Spawner:
         """Start `argv` with `subprocess.Popen` options; raises OSError or SubprocessError if it cannot start."""
         return subprocess.Popen(argv, **options)
 
-    def close(self) -> None:
-        """Refuse later spawns (nothing to release here)."""
-
 
 class ConfinedSpawner(Spawner):
     """A thread that confined itself with `restrict` once; the children it starts inherit the confinement.
