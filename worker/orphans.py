@@ -44,9 +44,8 @@ def children() -> list[int]:
     return found
 
 
-def kill_orphans(reaped: list[int]) -> list[int]:
-    """One round: SIGKILL every child with its process group, and reap those that ended (added to `reaped`);
-    the children found."""
+def kill_orphans() -> bool:
+    """One round: SIGKILL every child with its process group and reap those that ended; whether any was found."""
     found = children()
     for pid in found:
         # A command leads a group of its own (the worker starts it with setsid): end the whole group.
@@ -55,28 +54,23 @@ def kill_orphans(reaped: list[int]) -> list[int]:
                 os.kill(target, signal.SIGKILL)
     for pid in found:
         with contextlib.suppress(ChildProcessError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid and pid not in reaped:
-                reaped.append(pid)
-    return found
+            os.waitpid(pid, os.WNOHANG)
+    return bool(found)
 
 
-def end_orphans_now(timeout_s: float) -> list[int]:
+def end_orphans_now(timeout_s: float) -> None:
     """`kill_orphans` until no child is left (the descendants of a killed one are reparented here in turn)
-    or `timeout_s` has passed; the pids ended. Blocking: for a process that has nothing else to do."""
+    or `timeout_s` has passed. Blocking: for a process that has nothing else to do."""
     deadline = time.monotonic() + timeout_s
-    reaped: list[int] = []
-    while kill_orphans(reaped) and time.monotonic() < deadline:
+    while kill_orphans() and time.monotonic() < deadline:
         time.sleep(_POLL_S)
-    return reaped
 
 
-async def end_orphans(timeout_s: float) -> list[int]:
+async def end_orphans(timeout_s: float) -> None:
     """`end_orphans_now` on an event loop: call it only once the worker itself has ended and been waited
     for, when every child left is an orphan."""
     import asyncio
 
     deadline = time.monotonic() + timeout_s
-    reaped: list[int] = []
-    while kill_orphans(reaped) and time.monotonic() < deadline:
+    while kill_orphans() and time.monotonic() < deadline:
         await asyncio.sleep(_POLL_S)
-    return reaped

@@ -440,6 +440,10 @@ async def invalid_params(s: Session) -> None:
             {"argv": ["true"], "permission_mode": "read_only", "env": {"1BAD": "x"}},
             {"argv": ["true"], "permission_mode": "read_only", "env": {"A": 1}},
             {"argv": ["true"], "permission_mode": "read_only", "stdin": "yes"},
+            # No NUL byte in an argument, the working directory or an environment value.
+            {"argv": ["tr\0ue"], "permission_mode": "read_only"},
+            {"argv": ["true"], "permission_mode": "read_only", "cwd": "a\0b"},
+            {"argv": ["true"], "permission_mode": "read_only", "env": {"A": "x\0y"}},
         ],
         "process/list": [{"all": True}],
         "process/get": [{}, {"id": 5}, {"id": ""}],

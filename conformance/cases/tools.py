@@ -248,6 +248,9 @@ INVALID_ARGUMENTS: list[tuple[str, str, str]] = [
     ("exec_command", '{"argv": ["true"], "timeout_ms": 0}', "timeout_ms 0"),
     ("exec_command", '{"argv": ["true"], "timeout_ms": 1000.0}', "timeout_ms written with a fraction"),
     ("exec_command", '{"argv": ["true"], "cwd": ""}', "an empty cwd"),
+    ("exec_command", '{"argv": ["tr\\u0000ue"]}', "a NUL byte in argv"),
+    ("exec_command", '{"argv": ["true"], "cwd": "a\\u0000b"}', "a NUL byte in cwd"),
+    ("exec_command", '{"argv": ["true"], "env": {"A": "x\\u0000y"}}', "a NUL byte in an env value"),
     ("exec_command", '{"argv": ["true"], "shell": true}', "an unknown field"),
 ]
 

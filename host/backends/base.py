@@ -8,8 +8,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wuu.worker.framing import reader_limit
 from wuu.worker.orphans import adopt_orphans, end_orphans
+from wuu.worker.streams import connect_pipes
 
 from ..prestart import Prestarted, spawn
 
@@ -71,13 +71,7 @@ class ChildProcess(Environment):
         self.process = process or spawn(self._argv, self._env)
         assert self.process.stdin is not None and self.process.stdout is not None
         self._exit = asyncio.ensure_future(asyncio.to_thread(self.process.wait))
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=reader_limit())
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), self.process.stdout)
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, self.process.stdin
-        )
-        self._stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        reader, self._stdin, _ = await connect_pipes(self.process.stdout, self.process.stdin)
         return reader, self._stdin
 
     async def close(self, budget: float) -> None:

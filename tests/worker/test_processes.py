@@ -27,6 +27,7 @@ from tests.helpers import (
     suspended,
     until,
 )
+from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
 from wuu.generated.models import (
     ErrorCode,
     ExecutionProcessV4,
@@ -47,11 +48,10 @@ from wuu.worker.native.spawner import Spawner
 class Worker:
     """A registry plus the events it emitted."""
 
-    def __init__(self, cwd: Path, retain_bytes: int | None = None) -> None:
+    def __init__(self, cwd: Path) -> None:
         self.cwd = cwd
         self.events: list[ProcessEvent] = []
-        extra = {} if retain_bytes is None else {"retain_bytes": retain_bytes}
-        self.registry = ProcessRegistry(SESSION, self.events.append, **extra)
+        self.registry = ProcessRegistry(SESSION, self.events.append)
 
     async def start(self, *argv: str, **params: Any) -> ExecutionProcessV4:
         """Start `argv` in `standard` with `params` added; its record."""
@@ -249,20 +249,22 @@ async def test_read_offsets_and_total(worker: Worker) -> None:
 
 
 async def test_read_below_retained_start_is_truncated(tmp_path: Path) -> None:
-    worker = Worker(tmp_path, retain_bytes=4096)
-    expected = bytes(65 + i % 26 for i in range(20000))
+    worker = Worker(tmp_path)
+    retain, size = WORKER_MIN_RETAINED_OUTPUT_BYTES, WORKER_MIN_RETAINED_OUTPUT_BYTES + 20000
+    expected = bytes(65 + i % 26 for i in range(size))
     process = await worker.start(
-        *python("import sys; sys.stdout.write(''.join(chr(65 + i % 26) for i in range(20000)))")
+        *python(f"import sys; sys.stdout.write(''.join(chr(65 + i % 26) for i in range({size})))"),
+        output_retention_bytes=retain,
     )
     _, ended = await worker.output_until_end(process.id)
     result = await worker.read(process.id, OffsetBytes=0, MaxBytes=1 << 20)
     assert result.truncated
-    assert result.total_bytes == ended.output_bytes == 20000
-    assert result.start_offset == 20000 - 4096
-    assert base64.b64decode(result.output) == expected[-4096:]
+    assert result.total_bytes == ended.output_bytes == size
+    assert result.start_offset == size - retain
+    assert base64.b64decode(result.output) == expected[-retain:]
     # Within the retained tail nothing is truncated.
-    inside = await worker.read(process.id, OffsetBytes=19000, MaxBytes=100)
-    assert not inside.truncated and base64.b64decode(inside.output) == expected[19000:19100]
+    inside = await worker.read(process.id, OffsetBytes=size - 1000, MaxBytes=100)
+    assert not inside.truncated and base64.b64decode(inside.output) == expected[size - 1000 : size - 900]
     await worker.registry.close()
 
 

@@ -44,7 +44,6 @@ CONTAINER_WORKSPACE = "/workspace"
 BRIDGE_MS = 50.0
 TRANSPORT_FACTOR = 1.5
 DEADLINE_S = 60.0
-BACKENDS = ("local", "command", "docker", "ssh")
 
 
 def docker_problem() -> str | None:

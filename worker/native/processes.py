@@ -68,19 +68,11 @@ class ProcessRegistry:
     the background even when the request that asked for it is cancelled.
     """
 
-    def __init__(
-        self,
-        session: str,
-        emit: Callable[[ProcessEvent], None],
-        *,
-        retain_bytes: int | None = None,
-    ) -> None:
-        """`session` becomes every record's `root_thread_id`; `emit` publishes `process/event` notifications;
-        each process keeps its `output_retention_bytes` of output readable, or `retain_bytes` when given
-        (below the protocol's minimum too: tests use it to cut small streams)."""
+    def __init__(self, session: str, emit: Callable[[ProcessEvent], None]) -> None:
+        """`session` becomes every record's `root_thread_id`; `emit` publishes `process/event` notifications.
+        Each process keeps its `output_retention_bytes` of output readable."""
         self._session = session
         self._emit = emit
-        self._retain = retain_bytes
         self._processes: dict[str, _Process] = {}  # in start order
         self._next_id = 1
         # Stops and timeouts in flight; close() waits for them.
@@ -116,7 +108,7 @@ class ProcessRegistry:
             cwd=os.fspath(cwd.absolute()),
             started_at=time.time_ns(),
             started_ns=time.monotonic_ns(),
-            output=OutputBuffer(params.output_retention_bytes if self._retain is None else self._retain),
+            output=OutputBuffer(params.output_retention_bytes),
             done=loop.create_future(),
         )
         self._next_id += 1

@@ -67,6 +67,9 @@ VERSION = "0.1.0"
 CAPABILITIES = ("process.start.v1",)
 # Unconfined commands start on the event loop's thread.
 UNCONFINED = Spawner()
+# The tail of an `exec_command`'s output its result carries: the smallest retention a process may have,
+# so that a result stays far below the frame limit.
+EXEC_OUTPUT_BYTES = WORKER_MIN_RETAINED_OUTPUT_BYTES
 
 
 class NativeWorker:
@@ -236,7 +239,7 @@ class NativeWorker:
             env=env,
             spawner=spawner,
             timeout_ms=args.timeout_ms,
-            max_output_bytes=WORKER_MIN_RETAINED_OUTPUT_BYTES,
+            max_output_bytes=EXEC_OUTPUT_BYTES,
         )
         if outcome.start_error is not None and outcome.exit_code is None:
             raise WorkerError(

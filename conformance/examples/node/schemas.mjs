@@ -10,6 +10,11 @@ const nonEmpty = () => str({ minLength: 1 });
 const frameId = () => str({ minLength: 1, maxUtf8: 256 });
 const permissionMode = () => enumOf(['standard', 'read_only', 'unconfined']);
 const envMap = () => stringMap(ENV_NAME);
+// A command's arguments, working directory and environment values hold no NUL byte.
+const NO_NUL = /^[^\u0000]*$/;
+const commandArgv = () => arrayOf(str({ pattern: NO_NUL }), { minItems: 1 });
+const commandCwd = () => str({ minLength: 1, pattern: NO_NUL });
+const commandEnv = () => stringMap(ENV_NAME, NO_NUL);
 
 export const InitializeParams = object(
   {
@@ -59,9 +64,9 @@ export const ToolArguments = {
   list_dir: object({ path: nonEmpty(), depth: int(1, 64), include_hidden: bool() }, ['path']),
   exec_command: object(
     {
-      argv: arrayOf(str(), { minItems: 1 }),
-      cwd: nonEmpty(),
-      env: envMap(),
+      argv: commandArgv(),
+      cwd: commandCwd(),
+      env: commandEnv(),
       timeout_ms: int(1, INT32_MAX),
     },
     ['argv'],
@@ -71,9 +76,9 @@ export const ToolArguments = {
 export const ProcessStartParams = object(
   {
     operation_id: nonEmpty(),
-    argv: arrayOf(str(), { minItems: 1 }),
-    cwd: nonEmpty(),
-    env: envMap(),
+    argv: commandArgv(),
+    cwd: commandCwd(),
+    env: commandEnv(),
     permission_mode: permissionMode(),
     stdin: bool(),
     timeout_ms: int(1, INT32_MAX),

@@ -89,13 +89,14 @@ export function arrayOf(item, { minItems = 0, unique = false } = {}) {
 }
 
 // An open map of string values, optionally with a key pattern (propertyNames).
-export function stringMap(keyPattern = null) {
+export function stringMap(keyPattern = null, valuePattern = null) {
   return (v, path) => {
     if (!isObject(v)) throw invalid(path, 'must be an object');
     const out = {};
     for (const key of Object.keys(v)) {
       if (keyPattern && !keyPattern.test(key)) throw invalid(path, `key ${JSON.stringify(key)} must match ${keyPattern.source}`);
       if (typeof v[key] !== 'string') throw invalid(join(path, key), 'must be a string');
+      if (valuePattern && !valuePattern.test(v[key])) throw invalid(join(path, key), `must match ${valuePattern.source}`);
       Object.defineProperty(out, key, { value: v[key], enumerable: true, writable: true, configurable: true });
     }
     return out;
