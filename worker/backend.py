@@ -51,8 +51,12 @@ class RequestContext(Protocol):
         """Call a tool back through the host (`tool/invoke`), valid only while this request is live."""
 
 
-Handler = Callable[[Any, RequestContext], Awaitable[WireModel]]
+Handler = Callable[[Any, RequestContext], Awaitable[WireModel] | WireModel]
 """A method handler: (params model, context) -> result model.
+
+A handler that awaits runs in its request's own task, which cancellation cancels. A handler that
+never waits may be a plain function: it is called as soon as its request is read and answered at
+once, without a task of its own, so it cannot be cancelled and must not block.
 
 A handler object may also have an `available() -> bool` method, asked once `initialize` has
 succeeded: a handler that is not available is neither advertised nor called (a delegating backend

@@ -8,8 +8,9 @@ catalog, overlapping handlers, cancellation, `tool/invoke` callbacks and the end
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -78,6 +79,7 @@ class _Context:
     method: str
     signal: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    started: bool = False
 
     @property
     def binding(self) -> InitializeParams:
@@ -130,6 +132,7 @@ class Connection:
         output_closed: asyncio.Event | None = None,
     ) -> None:
         self._backend = backend
+        self._loop = asyncio.get_running_loop()
         self._peer = Peer(
             reader,
             writer,
@@ -143,6 +146,8 @@ class Connection:
         self._token: str | None = None
         self._init_reply: dict[str, Any] | None = None
         self._inflight: dict[str, _Context] = {}
+        # The methods a request may call, with their catalog entries: fixed once initialize succeeds.
+        self._routes: dict[str, tuple[MethodSpec, Any]] = {}
         self.binding: InitializeParams | None = None
         self.pending_binding: InitializeParams | None = None
         self.granted: frozenset[str] = frozenset()
@@ -199,15 +204,10 @@ class Connection:
             raise WorkerError(ErrorCode.NOT_INITIALIZED, f"{method} before initialize")
         else:
             self._check_token(token)
-            spec = WORKER_METHODS.get(method)
-            handler = self._backend.methods.get(method)
-            if (
-                spec is None
-                or handler is None
-                or spec.direction != "host_to_worker"
-                or not _available(handler)
-            ):
+            route = self._routes.get(method)
+            if route is None:
                 raise WorkerError(ErrorCode.UNSUPPORTED_METHOD, method)
+            spec, handler = route
             self._start(frame_id, method, handler, parse_params(spec, data))
 
     def _check_token(self, token: str) -> None:
@@ -237,22 +237,22 @@ class Connection:
         self._token = token
         self.pending_binding = params
         context = _Context(self, frame_id, "initialize")
-        self._launch(context, self._run_initialize(context, params))
+        self._launch(context, self._backend.initialize(params, context), lambda _: self._initialized(params))
 
-    async def _run_initialize(self, context: _Context, params: InitializeParams) -> dict[str, Any]:
-        await self._backend.initialize(params, context)
+    def _initialized(self, params: InitializeParams) -> dict[str, Any]:
+        """Pin the binding once the provider's `initialize` has succeeded; the reply's data."""
+        available = {name: handler for name, handler in self._backend.methods.items() if _available(handler)}
+        self._routes = {
+            name: (spec, handler)
+            for name, handler in available.items()
+            if (spec := WORKER_METHODS.get(name)) is not None and spec.direction == "host_to_worker"
+        }
         requested = set(params.capabilities or ())
         self.granted = frozenset(requested & set(self._backend.capabilities))
         result = InitializeResult(
             version=WORKER_PROTOCOL_VERSION,
             capabilities=sorted(self.granted),
-            methods=sorted(
-                {
-                    "initialize",
-                    "cancel",
-                    *(name for name, handler in self._backend.methods.items() if _available(handler)),
-                }
-            ),
+            methods=sorted({"initialize", "cancel", *available}),
             worker=self._backend.info,
         )
         self.binding = params
@@ -269,36 +269,48 @@ class Connection:
         target = self._inflight.get(params.id)
         cancelled = target is not None and target.task is not None and not target.task.done()
         if target is not None and cancelled:
-            target.signal.set()
-            assert target.task is not None
-            target.task.cancel()
+            self._cancel(target)
         self._send_reply(frame_id, CancelResult(cancelled=cancelled).to_wire())
 
     # --- handlers ------------------------------------------------------------------------------
 
     def _start(self, frame_id: str, method: str, handler: Any, params: WireModel) -> None:
+        """Call the handler: an awaitable it returns runs in the request's own task, and a result it
+        returns at once (a handler that never waits) is answered at once."""
         context = _Context(self, frame_id, method)
-        self._launch(context, self._run_handler(context, handler, params))
+        try:
+            outcome = handler(params, context)
+            if not isinstance(outcome, WireModel) and inspect.isawaitable(outcome):
+                self._launch(context, outcome, lambda result: self._result_data(context, params, result))
+                return
+            reply = self._outcome(context, data=self._result_data(context, params, outcome))
+        except Exception as error:  # the reply carries it, as from a handler's task
+            reply = self._outcome(context, error=error)
+        self._finish(context, reply)
 
-    async def _run_handler(self, context: _Context, handler: Any, params: WireModel) -> dict[str, Any]:
-        result = await handler(params, context)
-        return self._result_data(context, params, result)
+    def _launch(
+        self, context: _Context, work: Awaitable[Any], shape: Callable[[Any], dict[str, Any]]
+    ) -> None:
+        """Await a request's work in its own task; `shape` turns its result into the reply's data.
 
-    def _launch(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
-        """Run a request's work in its own task; its one terminal reply is sent as the task ends.
-
-        The task's own last step sends the reply, so it leaves with the write instead of one loop
-        iteration later. A task cancelled before its first step never runs that step: its done-callback
-        sends the reply instead.
+        The task's last step sends the one terminal reply: sent from the task itself, rather than
+        from a done-callback, the reply leaves with the step that produced it, and the loop goes back
+        to waiting right after.
         """
         self._inflight[context.id] = context
-        task = asyncio.create_task(self._answer(context, work))
-        context.task = task
-        task.add_done_callback(lambda _: self._answer_unstarted(context, work))
+        context.task = self._loop.create_task(self._answer(context, work, shape))
 
-    async def _answer(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
+    async def _answer(
+        self, context: _Context, work: Awaitable[Any], shape: Callable[[Any], dict[str, Any]]
+    ) -> None:
+        context.started = True
+        if context.signal.is_set():  # cancelled before its first step: the work never starts
+            if inspect.iscoroutine(work):
+                work.close()
+            self._finish(context, self._outcome(context, cancelled=True))
+            return
         try:
-            data = await work
+            data = shape(await work)
         except asyncio.CancelledError:
             self._finish(context, self._outcome(context, cancelled=True))
             raise
@@ -307,10 +319,13 @@ class Connection:
         else:
             self._finish(context, self._outcome(context, data=data))
 
-    def _answer_unstarted(self, context: _Context, work: Coroutine[Any, Any, dict[str, Any]]) -> None:
-        if self._inflight.get(context.id) is context:
-            work.close()  # never started, so this only marks it finished
-            self._finish(context, self._outcome(context, cancelled=True))
+    @staticmethod
+    def _cancel(context: _Context) -> None:
+        """End a request's work: a task that has started is cancelled, one that has not sees the signal
+        at its first step (cancelling it then would end it before it could answer)."""
+        context.signal.set()
+        if context.started and context.task is not None:
+            context.task.cancel()
 
     def _outcome(
         self,
@@ -358,9 +373,7 @@ class Connection:
     async def _drain_handlers(self) -> None:
         contexts = list(self._inflight.values())
         for context in contexts:
-            context.signal.set()
-            if context.task is not None:
-                context.task.cancel()
+            self._cancel(context)
         await asyncio.gather(*(c.task for c in contexts if c.task is not None), return_exceptions=True)
 
     # --- output --------------------------------------------------------------------------------

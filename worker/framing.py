@@ -17,6 +17,7 @@ import orjson
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 
 NEWLINE = b"\n"
+SKIP_CHUNK = 64 * 1024
 Frame = dict[str, Any]
 
 
@@ -46,6 +47,16 @@ class FrameTooLarge(Exception):
 
 class OutputClosed(Exception):
     """The peer no longer reads our frames."""
+
+
+def ended_inside(partial: bytes) -> MalformedFrame:
+    """The error of an input that ended inside a frame, after `partial`."""
+    return MalformedFrame(f"input ended inside a frame ({len(partial)} bytes)", partial)
+
+
+def over_limit(limit: int) -> FrameOverLimit:
+    """The error of a line that outgrew the frame limit before its newline arrived."""
+    return FrameOverLimit(f"frame over the limit of {limit} bytes", rest_unread=True)
 
 
 def encode(frame: Frame, limit: int = WORKER_MAX_FRAME_BYTES) -> bytes:
@@ -98,27 +109,34 @@ class Framing:
             line = await reader.readuntil(NEWLINE)
         except asyncio.IncompleteReadError as error:
             if error.partial:
-                raise MalformedFrame(
-                    f"input ended inside a frame ({len(error.partial)} bytes)", error.partial
-                ) from None
+                raise ended_inside(error.partial) from None
             return None
         except asyncio.LimitOverrunError:
-            raise FrameOverLimit(f"frame over the limit of {self.limit} bytes", rest_unread=True) from None
+            raise over_limit(self.limit) from None
+        self.check_line(line)
+        return line
+
+    def check_line(self, line: bytes) -> None:
+        """FrameOverLimit if a whole line (newline included) is over the limit."""
         if len(line) > self.limit:
             raise FrameOverLimit(
                 f"frame of {len(line)} bytes is over the limit of {self.limit}", rest_unread=False
             )
-        return line
 
     @staticmethod
     async def skip_line(reader: asyncio.StreamReader) -> None:
-        """Discard the stream through its next newline (or to its end), a buffer's worth at a time."""
+        """Discard the stream through its next newline (or to its end) as it arrives.
+
+        What the reader has buffered is taken out a small chunk at a time: taking it in one piece would
+        copy up to a frame limit's worth beside the buffer, doubling what an over-limit line holds.
+        """
         while True:
             try:
                 await reader.readuntil(NEWLINE)
                 return
             except asyncio.LimitOverrunError as error:
-                await reader.readexactly(error.consumed)
+                for offset in range(0, error.consumed, SKIP_CHUNK):
+                    await reader.readexactly(min(SKIP_CHUNK, error.consumed - offset))
             except asyncio.IncompleteReadError:
                 return
 

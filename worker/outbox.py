@@ -37,6 +37,9 @@ class Outbox:
         self.closed = closed or asyncio.Event()
         self.error = ""
         self._writer = writer
+        self._transport = (
+            writer.transport
+        )  # the fast path calls it directly: a small reply's few calls add up
         self._remote = remote
         self._max = max_queued_bytes
         self._sent = sent
@@ -63,18 +66,18 @@ class Outbox:
         if (
             written is None
             and self._idle
-            and not self._writer.is_closing()
-            and self._writer.transport.get_write_buffer_size() == 0
+            and not self._transport.is_closing()
+            and self._transport.get_write_buffer_size() == 0
         ):
             # Such hops through the writer task are most of a small request's round trip.
             try:
-                self._writer.write(data)
+                self._transport.write(data)
             except (ConnectionError, RuntimeError) as error:
                 self.fail(str(error))
             return
         if self._max is not None and self._queued_bytes + len(data) > self._max:
             self.fail(f"{self._remote} does not read its frames ({self._queued_bytes} bytes wait)")
-            self._writer.transport.abort()
+            self._transport.abort()
             if written is not None:
                 written.set_exception(OutputClosed(self.reason))
             return

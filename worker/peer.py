@@ -18,6 +18,7 @@ from typing import Protocol
 from wuu.generated.catalog import WORKER_MAX_ID_BYTES
 from wuu.generated.models import ErrorCode
 
+from .frame_reader import FrameReader
 from .framing import Frame, FrameTooLarge, Framing, MalformedFrame, OutputClosed
 from .outbox import Outbox
 from .transcript import Transcript
@@ -96,37 +97,85 @@ class Peer:
 
         Returns why the connection ended (also kept in `lost`); every request still pending then
         fails with ConnectionLost. The output stays open for what the caller still has to send.
+        A FrameReader's lines are routed by its listener as they arrive; any other stream is read by a task.
         """
-        reading = asyncio.create_task(self._read_loop())
-        output = asyncio.create_task(self._outbox.closed.wait())
-        await asyncio.wait({reading, output}, return_when=asyncio.FIRST_COMPLETED)
+        reading: asyncio.Future[str] = (
+            self._listen()
+            if isinstance(self._reader, FrameReader)
+            else asyncio.create_task(self._read_loop())
+        )
+        output: asyncio.Future[object] = asyncio.create_task(self._outbox.closed.wait())
+        await asyncio.wait((reading, output), return_when=asyncio.FIRST_COMPLETED)
         if reading.done():
             reason = reading.result()
         else:  # the output failed: the connection ends even while input is blocked
             reason = self._outbox.reason
             reading.cancel()
+            if isinstance(self._reader, FrameReader):
+                self._reader.stop()
         output.cancel()
         await asyncio.gather(reading, output, return_exceptions=True)
         self.lose(reason)
         return reason
 
+    def _listen(self) -> asyncio.Future[str]:
+        assert isinstance(self._reader, FrameReader)
+        ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def take(line: bytes) -> bool:
+            try:
+                reason = self._take(line)
+            except Exception as error:  # an endpoint's bug ends the connection, raised by read()
+                ended.set_exception(error)
+                return False
+            if reason is None:
+                return True
+            ended.set_result(reason)
+            return False
+
+        def end(error: Exception | None) -> None:
+            if not ended.done():
+                ended.set_result(self._input_end(error))
+
+        self._reader.listen(take, end)
+        return ended
+
     async def _read_loop(self) -> str:
         while True:
             try:
                 line = await self.framing.read_line(self._reader)
-                if line is None:
-                    return f"{self._remote} closed its output"
-                self.transcript.received(line)
-                problem = self._route(self.framing.decode(line))
-            except ConnectionError as error:  # a reset, not an EOF: the peer died with bytes unread
-                return f"the connection to {self._remote} failed: {error}"
-            except MalformedFrame as error:
-                if error.data:
-                    self.transcript.received(error.data)
-                problem = str(error)
-            if problem is not None:
-                log.warning("malformed frame from %s: %s", self._remote, problem)
-                return f"malformed frame from {self._remote}: {problem}"
+            except (ConnectionError, MalformedFrame) as error:
+                return self._input_end(error)
+            if line is None:
+                return self._input_end(None)
+            reason = self._take(line)
+            if reason is not None:
+                return reason
+
+    def _take(self, line: bytes) -> str | None:
+        """Route one frame line; why the connection ends, or None."""
+        self.transcript.received(line)
+        try:
+            self.framing.check_line(line)
+            problem = self._route(self.framing.decode(line))
+        except MalformedFrame as error:
+            problem = str(error)
+        return None if problem is None else self._malformed(problem)
+
+    def _input_end(self, error: Exception | None) -> str:
+        """Why the connection ends when the input does: cleanly (None), inside or past a frame, or reset."""
+        if error is None:
+            return f"{self._remote} closed its output"
+        if isinstance(error, MalformedFrame):
+            if error.data:
+                self.transcript.received(error.data)
+            return self._malformed(str(error))
+        # a reset, not an EOF: the peer died with bytes unread
+        return f"the connection to {self._remote} failed: {error}"
+
+    def _malformed(self, problem: str) -> str:
+        log.warning("malformed frame from %s: %s", self._remote, problem)
+        return f"malformed frame from {self._remote}: {problem}"
 
     def _route(self, frame: Frame) -> str | None:
         """Route one frame; return why it is malformed, or None."""

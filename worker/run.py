@@ -7,6 +7,7 @@ from typing import IO
 
 from .backend import ExecutionBackendV4
 from .connection import Connection
+from .frame_reader import FrameReader
 from .streams import connect_pipes
 
 
@@ -18,8 +19,9 @@ async def serve(
 ) -> None:
     """Serve one connection on a stream pair until it ends; then drain handlers and run `backend.close`.
 
-    `reader` must admit a whole frame (`framing.reader_limit()`); `output_closed`, when given, is set
-    by whoever learns first that the output is gone. Raises what `close` raised.
+    `reader` must admit a whole frame (`framing.reader_limit()`); a FrameReader routes each frame as it
+    arrives. `output_closed`, when given, is set by whoever learns first that the output is gone.
+    Raises what `close` raised.
     """
     connection = Connection(backend, reader, writer, output_closed=output_closed)
     try:
@@ -32,5 +34,5 @@ async def run_execution_backend_v4(
     backend: ExecutionBackendV4, *, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None
 ) -> None:
     """Serve the v4 worker protocol on stdin/stdout (or the given pipes) until the connection ends."""
-    reader, writer, output_closed = await connect_pipes(stdin, stdout)
+    reader, writer, output_closed = await connect_pipes(stdin, stdout, reader=FrameReader())
     await serve(backend, reader, writer, output_closed)

@@ -22,14 +22,20 @@ class _OutputProtocol(asyncio.streams.FlowControlMixin):
 
 
 async def connect_pipes(
-    input_file: IO[bytes] | None = None, output_file: IO[bytes] | None = None, *, limit: int | None = None
+    input_file: IO[bytes] | None = None,
+    output_file: IO[bytes] | None = None,
+    *,
+    limit: int | None = None,
+    reader: asyncio.StreamReader | None = None,
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, asyncio.Event]:
     """Asyncio streams over two pipes (stdin and stdout by default), and an event set when output fails.
 
-    The reader admits lines of the frame limit (`framing.reader_limit()`) unless `limit` says otherwise.
+    The input feeds `reader` when given (a FrameReader, for a peer that listens); otherwise a new
+    StreamReader that admits lines of the frame limit (`framing.reader_limit()`) unless `limit` says otherwise.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=reader_limit() if limit is None else limit)
+    if reader is None:
+        reader = asyncio.StreamReader(limit=reader_limit() if limit is None else limit)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), input_file or sys.stdin.buffer)
     closed = asyncio.Event()
     transport, protocol = await loop.connect_write_pipe(

@@ -29,24 +29,6 @@ log = logging.getLogger("wuu.host.userhost")
 
 DEFAULT_OUTBOX_BYTES = USERHOST_MAX_FRAME_BYTES
 """The default bound of a client's outgoing queue: one maximal message."""
-SKIP_CHUNK = 64 * 1024
-
-
-async def _skip_line(reader: asyncio.StreamReader) -> None:
-    """Discard the stream through its next newline (or to its end) as it arrives.
-
-    What the reader has buffered is taken out a small chunk at a time: taking it in one piece would copy up
-    to a frame limit's worth beside the buffer, doubling what an over-limit line holds.
-    """
-    while True:
-        try:
-            await reader.readuntil(b"\n")
-            return
-        except asyncio.LimitOverrunError as error:
-            for offset in range(0, error.consumed, SKIP_CHUNK):
-                await reader.readexactly(min(SKIP_CHUNK, error.consumed - offset))
-        except asyncio.IncompleteReadError:
-            return
 
 
 class NdjsonConnection:
@@ -115,7 +97,7 @@ class NdjsonConnection:
                 line = await FRAMING.read_line(self._reader)
             except FrameOverLimit as error:
                 if error.rest_unread:
-                    await _skip_line(self._reader)
+                    await FRAMING.skip_line(self._reader)
                 self._send(error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, str(error))))
                 continue
             except MalformedFrame as error:  # the input ended inside a line

@@ -6,6 +6,7 @@ import asyncio
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.helpers import DEADLINE, SDK_WORKER, Spawner, binding, code, initialize, ok, tool_request, until
@@ -43,7 +44,7 @@ async def test_initialize_reply_lists_methods_and_grants_requested_capabilities(
     data = await initialize(worker, tmp_path / "ws", capabilities=["process.start.v1", "unknown.v9"])
     assert data["version"] == 4
     assert data["capabilities"] == ["process.start.v1"]
-    assert data["methods"] == ["cancel", "execute", "initialize", "process/start"]
+    assert data["methods"] == ["cancel", "execute", "initialize", "process/get", "process/start"]
     assert data["worker"]["name"]
 
 
@@ -169,6 +170,48 @@ async def test_cancel_is_answered_at_once_and_the_request_gets_one_cancelled_rep
     assert (await worker.request("cancel", {"id": "never-sent"}))["data"] == {"cancelled": False}
     received = [data for direction, data in worker.transcript.entries if direction == "<"]
     assert sum(b'"id":"long"' in data for data in received) == 1
+
+
+async def test_a_request_cancelled_in_the_same_read_never_starts(
+    worker: WorkerClient, tmp_path: Path
+) -> None:
+    await initialize(worker, tmp_path / "ws")
+    target, cancel = worker.expect_reply("early"), worker.expect_reply("stop-early")
+    request = {
+        "id": "early",
+        "method": "execute",
+        "token": worker.token,
+        "data": tool_request("sleep", ms=60_000),
+    }
+    stop = {"id": "stop-early", "method": "cancel", "token": worker.token, "data": {"id": "early"}}
+    # One write: the worker routes both frames before the request's task takes its first step.
+    await worker.send_bytes(orjson.dumps(request) + b"\n" + orjson.dumps(stop) + b"\n")
+    assert ok(await asyncio.wait_for(cancel, DEADLINE)) == {"cancelled": True}
+    assert code(await asyncio.wait_for(target, DEADLINE)) == "cancelled"
+    assert ok(await worker.request("execute", tool_request("echo", text="later")))["output"] == "later"
+    assert not (tmp_path / "ws" / "sleeping").exists()
+
+
+async def test_a_plain_handler_is_answered_at_once_and_its_errors_are_replies(
+    worker: WorkerClient, tmp_path: Path
+) -> None:
+    await initialize(worker, tmp_path / "ws")
+    slow = asyncio.create_task(worker.request("execute", tool_request("sleep", ms=60_000)))
+    await until((tmp_path / "ws" / "sleeping").exists, "the sleep handler to start")
+    assert ok(await worker.request("process/get", {"id": "p1"}))["argv"] == ["true"]
+    assert code(await worker.request("process/get", {"id": "p2"})) == "not_found"
+    broken = await worker.request("process/get", {"id": "broken"})
+    assert broken["error"] == "internal: RuntimeError: the lookup broke"
+    assert code(await worker.request("process/get", {})) == "invalid_request"
+    # Answered as it was read: nothing of it is left in flight to cancel.
+    quick = worker.expect_reply("quick")
+    await worker.send_frame(
+        {"id": "quick", "method": "process/get", "token": worker.token, "data": {"id": "p1"}}
+    )
+    assert ok(await worker.request("cancel", {"id": "quick"})) == {"cancelled": False}
+    assert ok(await asyncio.wait_for(quick, DEADLINE))["id"] == "p1"
+    assert not slow.done()
+    slow.cancel()
 
 
 async def test_a_handler_that_finishes_anyway_delivers_its_result_after_cancel(

@@ -11,10 +11,15 @@ median over the rounds and its ratio the median of the rounds' ratios, since the
 - wire: the same native worker driven through `WorkerClient.request` (frames only, no host-side models),
   shown for diagnosis: it isolates the worker's own cost;
 - echo: the baseline, `echo.py` (asyncio + orjson, no protocol rules) driven through
-  `WorkerClient.request`, so both sides pay the same framing cost and the ratio compares worker sides.
+  `WorkerClient.request`, so both sides pay the same framing cost and the ratio compares worker sides;
+  for the typed round trip, the echo is driven through the same typed call (`WorkerClient.call` with the
+  result model), so the client decodes the same reply on both sides.
 
 The figures: small-request round trip p50/p99 (`process/list` on an empty registry: a method with no
-I/O), pipelined throughput with 64 requests in flight, export of a file in 8 MiB chunks (the maximum),
+I/O), typed and untyped, with the bench and the workers pinned to one CPU (on one CPU the round trip
+is the work of both ends; unpinned, it measures where the scheduler put each worker: across two CPUs
+of a virtual machine, waking the other CPU costs more than the work), and once, untyped, with the
+workers on another CPU than the client (diag.); pipelined throughput with 64 requests in flight, export of a file in 8 MiB chunks (the maximum),
 output streaming through `process/read` (8 MiB reads, 1 s waits) against a bare asyncio pipe read of
 the same command, cold start (spawn to the initialize reply), `process/start` of `true` to its terminal
 `process/event` (permission modes unconfined and standard) against a bare spawn and wait, and the

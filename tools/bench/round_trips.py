@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from wuu.worker.client import WorkerClient
@@ -15,6 +15,34 @@ from .config import IN_FLIGHT, SECOND_NS
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 EMPTY_LIST_REPLY: dict[str, Any] = {"processes": []}  # what process/list answers on an empty registry
+
+
+@contextlib.contextmanager
+def placed(clients: list[WorkerClient], *, apart: bool) -> Iterator[bool]:
+    """Pin this thread and the clients' workers (their main threads) to one CPU, or the workers to
+    another CPU than the client's when `apart`; restore every mask after. Yields False, pinning
+    nothing, when `apart` asks for two CPUs and there is one.
+
+    An unpinned sequential round trip measures where the scheduler put the two ends as much as the
+    work: on one CPU the round trip is the work of both ends, across two it adds waking the other
+    CPU, which on a virtual machine can cost more than the work, and the scheduler places a busier
+    worker differently from the echo.
+    """
+    cpus = sorted(os.sched_getaffinity(0))
+    if apart and len(cpus) < 2:
+        yield False
+        return
+    pids = [client.process.pid for client in clients if client.process is not None]
+    saved = {pid: os.sched_getaffinity(pid) for pid in [0, *pids]}
+    os.sched_setaffinity(0, {cpus[0]})
+    for pid in pids:
+        os.sched_setaffinity(pid, {cpus[1] if apart else cpus[0]})
+    try:
+        yield True
+    finally:
+        for pid, mask in saved.items():
+            with contextlib.suppress(ProcessLookupError):
+                os.sched_setaffinity(pid, mask)
 
 
 async def round_trips(call: Callable[[], Awaitable[object]], count: int) -> list[float]:

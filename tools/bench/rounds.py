@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.models import PermissionMode, ProcessListParams
+from wuu.generated.models import PermissionMode, ProcessListParams, ProcessListResult
 from wuu.worker.client import WorkerClient
 
 from .backends import backend_round
@@ -19,7 +19,7 @@ from .exports import export_echo, export_typed, export_wire
 from .memory import export_memory
 from .personal import personal_round, search_figures
 from .processes import spawn_bare, start_exit
-from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, round_trips
+from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, placed, round_trips
 from .samples import Samples, alternate, percentile, share
 from .streaming import stream_round
 from .userhost import userhost_round
@@ -61,6 +61,29 @@ class Bench:
         for side, found in self.memory.items():
             self.samples.add(f"memory/{side}", found["delta_mib"])
 
+    async def round_trips(
+        self, calls: dict[str, Callable[[], Awaitable[object]]], clients: list[WorkerClient], index: int
+    ) -> None:
+        """Sequential round trips of every side, with both ends on one CPU, then untyped on two CPUs."""
+        config, samples = self.config, self.samples
+        for apart, sides, suffix in ((False, tuple(calls), ""), (True, ("echo", "wire"), "_two_cpus")):
+            with placed(clients, apart=apart) as pinned:
+                if not pinned:
+                    samples.mark_absent(f"rtt_p50{suffix}/", "one CPU only")
+                    continue
+                latencies: dict[str, list[float]] = defaultdict(list)
+                for side in sides:
+                    await round_trips(calls[side], config.warmup)
+                for block in range(config.rtt_blocks):
+                    for side in alternate(sides, index + block):
+                        latencies[side] += await round_trips(
+                            calls[side], config.rtt_requests // config.rtt_blocks
+                        )
+                for side in sides:
+                    samples.add(f"rtt_p50{suffix}/{side}", percentile(latencies[side], 0.50))
+                    samples.add(f"rtt_p99{suffix}/{side}", percentile(latencies[side], 0.99))
+                forget_transcript(*clients)
+
     async def round(self, index: int) -> None:
         """Round `index` of every timed figure, each side in turn."""
         config, samples = self.config, self.samples
@@ -68,21 +91,15 @@ class Bench:
         native = await spawn_native(self.root)
         calls: dict[str, Callable[[], Awaitable[object]]] = {
             "echo": lambda: data_of(echo, "echo", EMPTY_LIST_REPLY),
+            # The echo answers the data it is sent: sent a process/list result, it answers one, which the
+            # typed client decodes exactly as it decodes the native worker's.
+            "echo_typed": lambda: echo.call("echo", ProcessListResult(processes=[]), ProcessListResult),
             "native": lambda: native.process_list(ProcessListParams()),
             "wire": lambda: data_of(native, "process/list", {}),
         }
         clients = {"echo": echo, "native": native, "wire": native}
+        await self.round_trips(calls, [echo, native], index)
         sides = ("echo", "native", "wire")
-        latencies: dict[str, list[float]] = defaultdict(list)
-        for side in sides:
-            await round_trips(calls[side], config.warmup)
-        for block in range(config.rtt_blocks):
-            for side in alternate(sides, index + block):
-                latencies[side] += await round_trips(calls[side], config.rtt_requests // config.rtt_blocks)
-        for side in sides:
-            samples.add(f"rtt_p50/{side}", percentile(latencies[side], 0.50))
-            samples.add(f"rtt_p99/{side}", percentile(latencies[side], 0.99))
-        forget_transcript(echo, native)
         for side in alternate(sides, index):
             await pipelined(calls[side], config.warmup)
             busy = cpu_seconds(clients[side])

@@ -28,7 +28,7 @@ _CHUNK = 1 << 20
 
 async def serve_socket(path: Path, lifetime_s: float) -> None:
     """Serve connections on `path` until no connection has been open for `lifetime_s` seconds."""
-    from ..framing import reader_limit
+    from ..frame_reader import FrameReader
     from ..run import serve
     from .worker import NativeWorker
 
@@ -46,7 +46,10 @@ async def serve_socket(path: Path, lifetime_s: float) -> None:
             active -= 1
             activity.set()
 
-    server = await asyncio.start_unix_server(connection, path=str(path), limit=reader_limit())
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(
+        lambda: asyncio.StreamReaderProtocol(FrameReader(), connection), path=str(path)
+    )
     os.chmod(path, 0o600)
     try:
         while True:

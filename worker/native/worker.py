@@ -267,10 +267,11 @@ class NativeWorker:
         cwd, env, spawner = self._command_setup(params.cwd, params.env, params.permission_mode)
         return await self.processes.start(params, argv=list(params.argv), cwd=cwd, env=env, spawner=spawner)
 
-    async def process_list(self, params: ProcessListParams, context: RequestContext) -> ProcessListResult:
+    # Listing and looking up never wait: plain handlers, answered without a task each.
+    def process_list(self, params: ProcessListParams, context: RequestContext) -> ProcessListResult:
         return ProcessListResult(processes=self.processes.list())
 
-    async def process_get(self, params: ProcessGetParams, context: RequestContext) -> ExecutionProcessV4:
+    def process_get(self, params: ProcessGetParams, context: RequestContext) -> ExecutionProcessV4:
         return self.processes.get(params.id)
 
     async def process_read(self, params: ProcessReadParams, context: RequestContext) -> ProcessReadResult:
