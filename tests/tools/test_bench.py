@@ -30,6 +30,8 @@ FIGURES = (
     "cold_start_floor",
     "cold_start_over_floor",
     "start_exit_unconfined",
+    "start_exit_floor",
+    "start_exit_over_floor",
     "start_exit_standard",
     "export_peak_rss",
     "connection_local",

@@ -19,11 +19,13 @@ The figures: small-request round trip p50/p99 (`process/list` on an empty regist
 I/O), typed and untyped, with the bench and the workers pinned to one CPU (on one CPU the round trip
 is the work of both ends; unpinned, it measures where the scheduler put each worker: across two CPUs
 of a virtual machine, waking the other CPU costs more than the work), and once, untyped, with the
-workers on another CPU than the client (diag.); pipelined throughput with 64 requests in flight, export of a file in 8 MiB chunks (the maximum),
-output streaming through `process/read` (8 MiB reads, 1 s waits) against a bare asyncio pipe read of
-the same command, cold start (spawn to the initialize reply), `process/start` of `true` to its terminal
-`process/event` (permission modes unconfined and standard) against a bare spawn and wait, and the
-worker's peak RSS above its idle size while it exports the file (VmRSS sampled, and VmHWM reset at idle).
+workers on another CPU than the client (diag.); pipelined throughput with 64 requests in flight,
+export of a file in 8 MiB chunks (the maximum), output streaming through `process/read` (8 MiB reads,
+1 s waits) against a bare asyncio pipe read of the same command, cold start (spawn to the initialize
+reply), `process/start` of `true` to its terminal `process/event` (permission modes unconfined and
+standard) against a bare spawn and wait, and against the echo worker spawning `true` the same way (the
+floor of any worker process: the client, the worker and the child share the CPUs), and the worker's
+peak RSS above its idle size while it exports the file (VmRSS sampled, and VmHWM reset at idle).
 The user host's figures (module `userhost`): the round trip p50/p99 of a cheap request
 (`plugin/client/cancel` of an unused id, through the typed clients) on the Unix socket against a raw
 NDJSON JSON-RPC echo (`jsonrpc_echo.py`) and on gRPC against a raw grpc.aio servicer (`grpc_echo.py`),

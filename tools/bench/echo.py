@@ -5,7 +5,10 @@ It speaks only the frame shape of the v4 protocol, none of its rules: every requ
 request's own `data` (the driver sends a payload the size of the real worker's reply). One method
 does work: `export/read {path, offset, max_bytes}` answers `{data, eof}` with the base64 of that
 chunk of the file, read and encoded exactly as the native worker's `export/read` does, so the export
-figure compares the native worker with the cost of the same bytes on a bare pipe.
+figure compares the native worker with the cost of the same bytes on a bare pipe. `spawn {argv}` starts the
+command as the bench's bare spawn does, waits for it, and answers `{exit_code}`: the floor of starting a
+process through any worker process on this machine (the request, the answer, and a third process beside
+the client and the child).
 
 Usage: python tools/bench/echo.py [--import MODULE]   (run by the bench as a plain script; it imports nothing
 from wuu or tools). With `--import`, it imports MODULE before it serves: the cold-start floor that a
@@ -54,6 +57,9 @@ async def serve() -> None:
         data = frame["data"]
         if frame["method"] == "export/read":
             data = export_read(data)
+        elif frame["method"] == "spawn":
+            child = await asyncio.create_subprocess_exec(*data["argv"])
+            data = {"exit_code": await child.wait()}
         writer.write(orjson.dumps({"id": frame["id"], "data": data}) + b"\n")
         await writer.drain()
     writer.close()

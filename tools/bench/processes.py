@@ -1,4 +1,5 @@
-"""`process/start` of `true` until its terminal `process/event`, beside a bare spawn and wait."""
+"""`process/start` of `true` until its terminal `process/event`, beside a bare spawn and wait, and beside the
+echo worker spawning it (the floor of any worker process that starts commands for its client)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import AsyncIterator
 
 from wuu.generated.models import PermissionMode, ProcessEvent, ProcessEventType, ProcessStartParams
 from wuu.worker.client import WorkerClient
+
+from .workers import data_of
 
 
 async def start_exit(
@@ -32,3 +35,13 @@ async def spawn_bare() -> float:
     process = await asyncio.create_subprocess_exec("true")
     await process.wait()
     return (time.perf_counter() - began) * 1000
+
+
+async def spawn_echo(echo: WorkerClient) -> float:
+    """Milliseconds for the echo worker to spawn `true` as `spawn_bare` does and answer its exit status."""
+    began = time.perf_counter()
+    answer = await data_of(echo, "spawn", {"argv": ["true"]})
+    elapsed = time.perf_counter() - began
+    if answer != {"exit_code": 0}:
+        raise RuntimeError(f"`true` through the echo ended {answer}")
+    return elapsed * 1000

@@ -18,7 +18,7 @@ from .config import MB, MIB, Config
 from .exports import export_echo, export_typed, export_wire
 from .memory import export_memory
 from .personal import personal_round, search_figures
-from .processes import spawn_bare, start_exit
+from .processes import spawn_bare, spawn_echo, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, placed, round_trips
 from .samples import Samples, alternate, percentile, share
 from .streaming import stream_round
@@ -119,27 +119,31 @@ class Bench:
                 samples.add("export_reads/native", timing.size / timing.reads_s / MB)
             forget_transcript(echo, native)
         await stream_round(native, config.stream_bytes, index, samples)
+        await self.spawns(native, echo, index)
         await close(echo)
-        await self.spawns(native, index)
         await close(native)
         await self.cold_starts(index)
         await backend_round(config, samples, self.workdir / f"be{index}", index)
         await userhost_round(config, samples, self.workdir / f"uh{index}", index)
         await personal_round(config, samples, self.workdir / f"pe{index}", index)
 
-    async def spawns(self, native: WorkerClient, index: int) -> None:
-        """Round `index`'s share of process/start..exit in each mode, beside bare spawns."""
+    async def spawns(self, native: WorkerClient, echo: WorkerClient, index: int) -> None:
+        """Round `index`'s share of process/start..exit in each mode, beside bare spawns and spawns
+        through the echo worker."""
         native.pending_events()
         events = aiter(native.events())
         modes = {"unconfined": PermissionMode.UNCONFINED, "standard": PermissionMode.STANDARD}
         for mode in modes.values():  # the first confined start builds the sandbox's ruleset
             await start_exit(native, events, mode)
         await spawn_bare()
+        await spawn_echo(echo)
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.spawns, self.config.rounds, index)):
-            for side in alternate(("bare", "unconfined", "standard"), index + turn):
+            for side in alternate(("bare", "echo", "unconfined", "standard"), index + turn):
                 if side == "bare":
                     timings[side].append(await spawn_bare())
+                elif side == "echo":
+                    timings[side].append(await spawn_echo(echo))
                 else:
                     timings[side].append(await start_exit(native, events, modes[side]))
         for side, values in timings.items():
