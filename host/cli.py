@@ -3,7 +3,8 @@
 wuu-host adapter --config FILE [--profile NAME]   serve the v4 protocol on stdio through a profile's backend
 
 Exit status: 0 after a clean shutdown (at the host's EOF, or at SIGTERM or SIGINT, which end the
-connection the same way); 2 when the configuration is wrong (ProfileError) or the profile's environment
+connection the same way); 2 when stdin or stdout is not a pipe, socket or terminal, when the
+configuration is wrong (ProfileError) or the profile's environment
 cannot be provisioned (EnvironmentUnavailable), before any worker is connected (a `local` worker that
 started while the file was validated gets EOF, unused: `wuu.host.prestart`); 1 when the shutdown failed
 (CleanupFailed).
@@ -30,6 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     adapter.add_argument("--config", required=True, type=Path, help="the user configuration file (JSON)")
     adapter.add_argument("--profile", help="the profile name (default: the configuration's default)")
     args = parser.parse_args(argv)
+    from wuu.worker.stdio import stdio_problem
+
+    problem = stdio_problem()
+    if problem is not None:  # before anything starts: no worker would ever be reached
+        print(f"wuu-host: {problem}", file=sys.stderr)
+        return 2
     # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart).
     prestarted = prestart(args.config, args.profile)
     try:

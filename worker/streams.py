@@ -7,6 +7,7 @@ import sys
 from typing import IO
 
 from .framing import reader_limit
+from .stdio import check_stream
 
 
 class _OutputProtocol(asyncio.streams.FlowControlMixin):
@@ -32,14 +33,17 @@ async def connect_pipes(
 
     The input feeds `reader` when given (a FrameReader, for a peer that listens); otherwise a new
     StreamReader that admits lines of the frame limit (`framing.reader_limit()`) unless `limit` says otherwise.
+    UnusableStream if either is not a pipe, socket or terminal.
     """
+    input_file = input_file or sys.stdin.buffer
+    output_file = output_file or sys.stdout.buffer
+    check_stream(input_file, "stdin" if input_file is sys.stdin.buffer else "the input")
+    check_stream(output_file, "stdout" if output_file is sys.stdout.buffer else "the output")
     loop = asyncio.get_running_loop()
     if reader is None:
         reader = asyncio.StreamReader(limit=reader_limit() if limit is None else limit)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), input_file or sys.stdin.buffer)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), input_file)
     closed = asyncio.Event()
-    transport, protocol = await loop.connect_write_pipe(
-        lambda: _OutputProtocol(closed), output_file or sys.stdout.buffer
-    )
+    transport, protocol = await loop.connect_write_pipe(lambda: _OutputProtocol(closed), output_file)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return reader, writer, closed

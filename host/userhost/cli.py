@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wuu.generated.models import UserHostIsolationMode
+from wuu.worker.stdio import stdio_problem
 
 from .authority import Composer, UserHost
 from .errors import UserHostStartError
@@ -197,6 +198,8 @@ async def serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "give at least one transport: --stdio, --listen unix:PATH, --grpc ADDRESS or --http HOST:PORT"
         )
+    if args.stdio and (problem := stdio_problem()) is not None:
+        raise UsageError(f"--stdio: {problem}")
     listen = _unix_path("--listen", args.listen) if args.listen else None
     try:
         grpc_address = GrpcAddress.parse(args.grpc) if args.grpc else None

@@ -23,6 +23,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
         )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.action != "serve":
+        from ..stdio import stdio_problem
+
+        problem = stdio_problem()
+        if problem is not None:
+            parser.exit(2, f"wuu-worker: {problem}\n")
     # Each action imports only what it runs: `attach` is a relay and must start fast, without the worker.
     if args.action == "serve":
         from . import daemon
