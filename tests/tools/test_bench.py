@@ -35,6 +35,7 @@ FIGURES = (
     "start_exit_standard",
     "export_peak_rss",
     "connection_local",
+    "connection_local_floor",
     "connection_command",
     "connection_docker",
     "connection_docker_floor",

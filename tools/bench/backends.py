@@ -7,7 +7,11 @@ The sides:
 
 - worker alone: `python -m wuu.worker` spawned directly;
 - local, command: the adapter with a `local` profile, and with a `command` profile running the same
-  worker; their bound is the worker alone + 50 ms (the bridge's own cost);
+  worker; their bound is the worker alone + 50 ms (the bridge's own cost). Their floor is the adapter
+  alone: its interpreter, its imports and the validation of the file, measured by asking it for a
+  profile the file does not have (it exits 2 then, having started no worker). A `local` worker starts
+  while the adapter validates, so local costs about the longer of the two; a `command` adapter starts
+  its worker only once the file is valid, so command costs about both;
 - docker: a profile of the worker image (network none); its floor is the container lifecycle the backend
   drives, through the same SDK calls with a trivial command in place of the worker: connect (the
   engine's version), create, start, exec `true` and wait for it, remove; in this process, so the SDK's
@@ -145,6 +149,19 @@ async def connection(argv: list[str], root: str) -> float:
     return time.perf_counter() - began
 
 
+async def adapter_alone(argv: list[str]) -> float:
+    """Seconds of the adapter `argv` (which names a profile the file lacks) until it exits 2, refusing it."""
+    began = time.perf_counter()
+    adapter = await asyncio.create_subprocess_exec(
+        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    _, stderr = await asyncio.wait_for(adapter.communicate(), DEADLINE_S)
+    elapsed = time.perf_counter() - began
+    if adapter.returncode != 2 or b"no profile is named" not in stderr:
+        raise RuntimeError(f"{argv}: {adapter.returncode}: {stderr.decode()[-2000:]}")
+    return elapsed
+
+
 class BackendSides:
     """The sides this machine can run, their profiles in one configuration file, and why others cannot."""
 
@@ -191,6 +208,7 @@ class BackendSides:
         adapter = [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.config), "--profile"]
         for backend, root in self.roots.items():
             calls[backend] = functools.partial(connection, [*adapter, f"bench-{backend}"], root)
+        calls["local_floor"] = functools.partial(adapter_alone, [*adapter, "bench-absent"])
         if "docker" in self.roots:
             calls["docker_floor"] = lambda: asyncio.to_thread(docker_floor)
         if self.ssh is not None:

@@ -340,7 +340,7 @@ FIGURES = (
     *(
         row
         for backend, label, bound, floor in (
-            ("local", "local", "worker alone + 50 ms", None),
+            ("local", "local", "worker alone + 50 ms", "  the adapter alone: start, validate, exit (diag.)"),
             ("command", "command", "worker alone + 50 ms", None),
             ("docker", "docker", "1.5 x floor + worker", "  docker floor: create..exec true..rm (diag.)"),
             ("ssh", "ssh", "1.5 x floor + worker", "  ssh floor: connect, auth, true (diag.)"),
