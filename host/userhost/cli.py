@@ -198,8 +198,6 @@ async def serve(args: argparse.Namespace) -> int:
         raise UsageError(
             "give at least one transport: --stdio, --listen unix:PATH, --grpc ADDRESS or --http HOST:PORT"
         )
-    if args.stdio and (problem := stdio_problem()) is not None:
-        raise UsageError(f"--stdio: {problem}")
     listen = _unix_path("--listen", args.listen) if args.listen else None
     try:
         grpc_address = GrpcAddress.parse(args.grpc) if args.grpc else None
@@ -231,6 +229,9 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(number, stop.set)
     servers: list[UnixServer | GrpcServer | HttpServer] = []
     try:
+        # Checked once the host could start, so that a configuration problem is the one reported.
+        if args.stdio and (problem := stdio_problem()) is not None:
+            raise UsageError(f"--stdio: {problem}")
         if listen is not None:
             try:
                 servers.append(await UnixServer.start(host, listen))
