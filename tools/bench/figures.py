@@ -258,11 +258,11 @@ FIGURES = (
     ),
     FigureSpec(
         "userhost_rtt_p50",
-        "user host round trip p50, Unix socket",
+        "user host round trip p50, Unix socket, one CPU",
         "us",
         "userhost_rtt_p50/unix",
         "userhost_rtt_p50/unix_echo",
-        "NDJSON echo",
+        "NDJSON echo, typed client",
         Target("ratio_max", 2.0),
     ),
     FigureSpec(

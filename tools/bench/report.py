@@ -65,9 +65,10 @@ def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
     return (
         f"\nworker rows: `python {' '.join(NATIVE_COMMAND[1:])}` through the typed WorkerClient; (diag.) rows: "
         "the same worker through\nWorkerClient.request (no host-side models); echo: tools/bench/echo.py through "
-        "WorkerClient.request.\nuser host rows: `python -m wuu.host.userhost serve` with no plugin, "
-        "`plugin/client/cancel` of an unused id through\nthe typed clients; NDJSON echo and gRPC echo: "
-        "tools/bench/jsonrpc_echo.py and grpc_echo.py, raw requests.\n"
+        "WorkerClient.request, or through\nthe same typed call where the row says so. Round trips marked one CPU: "
+        "the bench and both servers pinned to one CPU.\nuser host rows: `python -m wuu.host.userhost serve` with "
+        "no plugin, `plugin/client/cancel` of an unused id through\nthe typed clients; NDJSON echo: "
+        "tools/bench/jsonrpc_echo.py through the same typed call; gRPC echo: grpc_echo.py, raw requests.\n"
         "connection rows: spawn..initialize..EOF..exit through `wuu-host adapter` (tools/bench/backends.py); "
         "bound: the worker alone\n(spawned directly) + 50 ms for local and command, 1.5 x the transport floor "
         "+ the worker alone for docker and ssh.\n"

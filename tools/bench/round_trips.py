@@ -18,31 +18,31 @@ EMPTY_LIST_REPLY: dict[str, Any] = {"processes": []}  # what process/list answer
 
 
 @contextlib.contextmanager
-def placed(clients: list[WorkerClient], *, apart: bool) -> Iterator[bool]:
-    """Pin this thread and the clients' workers (their main threads) to one CPU, or the workers to
-    another CPU than the client's when `apart`; restore every mask after. Yields False, pinning
+def placed(pids: list[int], *, apart: bool) -> Iterator[bool]:
+    """Pin this thread and the processes `pids` (every thread of each) to one CPU, or the processes to
+    another CPU than this thread's when `apart`; restore every mask after. Yields False, pinning
     nothing, when `apart` asks for two CPUs and there is one.
 
     An unpinned sequential round trip measures where the scheduler put the two ends as much as the
     work: on one CPU the round trip is the work of both ends, across two it adds waking the other
     CPU, which on a virtual machine can cost more than the work, and the scheduler places a busier
-    worker differently from the echo.
+    server differently from the echo.
     """
     cpus = sorted(os.sched_getaffinity(0))
     if apart and len(cpus) < 2:
         yield False
         return
-    pids = [client.process.pid for client in clients if client.process is not None]
-    saved = {pid: os.sched_getaffinity(pid) for pid in [0, *pids]}
+    threads = [int(task) for pid in pids for task in os.listdir(f"/proc/{pid}/task")]
+    saved = {tid: os.sched_getaffinity(tid) for tid in [0, *threads]}
     os.sched_setaffinity(0, {cpus[0]})
-    for pid in pids:
-        os.sched_setaffinity(pid, {cpus[1] if apart else cpus[0]})
+    for tid in threads:
+        os.sched_setaffinity(tid, {cpus[1] if apart else cpus[0]})
     try:
         yield True
     finally:
-        for pid, mask in saved.items():
+        for tid, mask in saved.items():
             with contextlib.suppress(ProcessLookupError):
-                os.sched_setaffinity(pid, mask)
+                os.sched_setaffinity(tid, mask)
 
 
 async def round_trips(call: Callable[[], Awaitable[object]], count: int) -> list[float]:

@@ -62,12 +62,12 @@ class Bench:
             self.samples.add(f"memory/{side}", found["delta_mib"])
 
     async def round_trips(
-        self, calls: dict[str, Callable[[], Awaitable[object]]], clients: list[WorkerClient], index: int
+        self, calls: dict[str, Callable[[], Awaitable[object]]], pids: list[int], index: int
     ) -> None:
         """Sequential round trips of every side, with both ends on one CPU, then untyped on two CPUs."""
         config, samples = self.config, self.samples
         for apart, sides, suffix in ((False, tuple(calls), ""), (True, ("echo", "wire"), "_two_cpus")):
-            with placed(clients, apart=apart) as pinned:
+            with placed(pids, apart=apart) as pinned:
                 if not pinned:
                     samples.mark_absent(f"rtt_p50{suffix}/", "one CPU only")
                     continue
@@ -82,7 +82,6 @@ class Bench:
                 for side in sides:
                     samples.add(f"rtt_p50{suffix}/{side}", percentile(latencies[side], 0.50))
                     samples.add(f"rtt_p99{suffix}/{side}", percentile(latencies[side], 0.99))
-                forget_transcript(*clients)
 
     async def round(self, index: int) -> None:
         """Round `index` of every timed figure, each side in turn."""
@@ -98,7 +97,10 @@ class Bench:
             "wire": lambda: data_of(native, "process/list", {}),
         }
         clients = {"echo": echo, "native": native, "wire": native}
-        await self.round_trips(calls, [echo, native], index)
+        await self.round_trips(
+            calls, [client.process.pid for client in (echo, native) if client.process], index
+        )
+        forget_transcript(echo, native)
         sides = ("echo", "native", "wire")
         for side in alternate(sides, index):
             await pipelined(calls[side], config.warmup)

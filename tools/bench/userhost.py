@@ -4,8 +4,9 @@ pipelining on the socket, each beside a raw baseline of the same transport.
 The host is the real command (`python -m wuu.host.userhost serve --listen unix:... --grpc unix:...`), with
 no plugin; the cheap request is `plugin/client/cancel` of an id nobody uses, which every host answers at
 once with `{"cancelled": false}` after the envelope, method, state and params checks. The baselines answer
-the same request with the same result and none of the rules: `jsonrpc_echo.py` on NDJSON and
-`grpc_echo.py` on gRPC.
+the same request with the same result and none of the rules: `jsonrpc_echo.py` on NDJSON (through the same
+typed client call, the host, the echo and the bench pinned to one CPU for the round trip) and
+`grpc_echo.py` on gRPC (raw requests, unpinned).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from wuu.host.userhost.grpc_client import UserHostGrpcClient
 from wuu.host.userhost.grpc_service import MESSAGE_OPTIONS, RPCS
 
 from .config import IN_FLIGHT, Config
-from .round_trips import round_trips
+from .round_trips import placed, round_trips
 from .samples import Samples, alternate, percentile
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +106,10 @@ class UserHostSides:
         await asyncio.gather(*(client.initialize() for client in host))
         return {"unix": [self.host, *host], "unix_echo": [self.echo, *echo]}
 
+    def unix_pids(self) -> list[int]:
+        """The processes behind the Unix socket pair: the host and the NDJSON echo."""
+        return [self.processes[0].pid, self.processes[1].pid]
+
     async def close_extra(self) -> None:
         """Close the clients `fleets` added; once a close returns, the host has detached that client."""
         for client in self.extra:
@@ -127,7 +132,8 @@ class UserHostSides:
         grpc_client = self.grpc
         return {
             "unix": lambda: self.host.plugin_client_cancel(CHEAP),
-            "unix_echo": lambda: self.echo.request("plugin/client/cancel", {"id": 0}),
+            # The same typed call: the echo answers the host's result, which the client decodes alike.
+            "unix_echo": lambda: self.echo.plugin_client_cancel(CHEAP),
             "grpc": lambda: grpc_client.plugin_client_cancel(CHEAP),
             "grpc_echo": lambda: raw(raw_request),
         }
@@ -148,12 +154,15 @@ async def userhost_round(config: Config, samples: Samples, directory: Path, inde
         latencies: dict[str, list[float]] = defaultdict(list)
         for call in calls.values():
             await round_trips(call, config.warmup)
-        for block in range(config.rtt_blocks):
-            for pair in (("unix", "unix_echo"), ("grpc", "grpc_echo")):
-                for side in alternate(pair, index + block):
-                    latencies[side] += await round_trips(
-                        calls[side], config.rtt_requests // config.rtt_blocks
-                    )
+        for pair in (("unix", "unix_echo"), ("grpc", "grpc_echo")):
+            # The socket's pair runs on one CPU, as the worker's round trips do; gRPC's own threads are
+            # left where its library puts them.
+            with placed(sides.unix_pids() if pair[0] == "unix" else [], apart=False):
+                for block in range(config.rtt_blocks):
+                    for side in alternate(pair, index + block):
+                        latencies[side] += await round_trips(
+                            calls[side], config.rtt_requests // config.rtt_blocks
+                        )
         for side, values in latencies.items():
             samples.add(f"userhost_rtt_p50/{side}", percentile(values, 0.50))
             samples.add(f"userhost_rtt_p99/{side}", percentile(values, 0.99))
