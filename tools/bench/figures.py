@@ -271,7 +271,7 @@ FIGURES = (
         "us",
         "userhost_rtt_p99/unix",
         "userhost_rtt_p99/unix_echo",
-        "NDJSON echo",
+        "NDJSON echo, typed client",
         None,
     ),
     FigureSpec(
