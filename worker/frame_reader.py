@@ -15,7 +15,7 @@ from typing import NoReturn, SupportsIndex
 
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 
-from .framing import NEWLINE, ended_inside, over_limit, reader_limit
+from .framing import NEWLINE, FrameOverLimit, check_line, ended_inside, over_limit, reader_limit
 
 
 class _State(Enum):
@@ -34,8 +34,8 @@ class FrameReader(asyncio.StreamReader):
     """
 
     def __init__(self, limit: int = WORKER_MAX_FRAME_BYTES) -> None:
-        """`limit` is the frame limit in bytes, newline included: a line that cannot end within it
-        ends listening with FrameOverLimit."""
+        """`limit` is the frame limit in bytes, newline included: a line over it, or one that cannot
+        end within it, ends listening with FrameOverLimit."""
         super().__init__(limit=reader_limit(limit))
         self._frame_limit = limit
         self._state = _State.HOLDING
@@ -49,7 +49,7 @@ class FrameReader(asyncio.StreamReader):
         """From now on hand each line, newline included, to `take`; it returns False to stop listening.
 
         `end` is called once if the input ends while listening: with None at a clean end, with a
-        MalformedFrame when it ends inside a line or a line outgrows the limit, or with the
+        MalformedFrame when it ends inside a line or a line is over the limit, or with the
         transport's error. Neither is called again once `take` has returned False or `stop()` ran.
         """
         if self._state is not _State.HOLDING:
@@ -85,6 +85,7 @@ class FrameReader(asyncio.StreamReader):
 
     def _deliver(self) -> None:
         pending, start = self._pending, 0
+        over: FrameOverLimit | None = None
         with memoryview(pending) as view:  # one copy per line, not two
             while self._state is _State.LISTENING:
                 newline = pending.find(NEWLINE, max(start, self._scanned))
@@ -93,12 +94,19 @@ class FrameReader(asyncio.StreamReader):
                     break
                 line = bytes(view[start : newline + 1])
                 start = newline + 1
+                try:
+                    check_line(line, self._frame_limit)
+                except FrameOverLimit as error:  # whole, but past the limit
+                    over = error
+                    break
                 if not self._take(line):
                     self._state = _State.RELEASED
         del pending[:start]
         self._scanned = max(0, self._scanned - start)
         if self._state is _State.RELEASED:
             self._release()
+        elif over is not None:
+            self._finish(over)
         elif len(pending) >= self._frame_limit:  # this line cannot end within the limit any more
             pending.clear()
             self._finish(over_limit(self._frame_limit))

@@ -59,6 +59,12 @@ def over_limit(limit: int) -> FrameOverLimit:
     return FrameOverLimit(f"frame over the limit of {limit} bytes", rest_unread=True)
 
 
+def check_line(line: bytes, limit: int) -> None:
+    """FrameOverLimit if a whole line (newline included) is over `limit`."""
+    if len(line) > limit:
+        raise FrameOverLimit(f"frame of {len(line)} bytes is over the limit of {limit}", rest_unread=False)
+
+
 def encode(frame: Frame, limit: int = WORKER_MAX_FRAME_BYTES) -> bytes:
     """The frame's bytes, newline included; FrameTooLarge when they exceed `limit`."""
     data = orjson.dumps(frame, option=orjson.OPT_APPEND_NEWLINE)  # no second copy to add the newline
@@ -113,15 +119,8 @@ class Framing:
             return None
         except asyncio.LimitOverrunError:
             raise over_limit(self.limit) from None
-        self.check_line(line)
+        check_line(line, self.limit)
         return line
-
-    def check_line(self, line: bytes) -> None:
-        """FrameOverLimit if a whole line (newline included) is over the limit."""
-        if len(line) > self.limit:
-            raise FrameOverLimit(
-                f"frame of {len(line)} bytes is over the limit of {self.limit}", rest_unread=False
-            )
 
     @staticmethod
     async def skip_line(reader: asyncio.StreamReader) -> None:

@@ -97,7 +97,8 @@ class Peer:
 
         Returns why the connection ended (also kept in `lost`); every request still pending then
         fails with ConnectionLost. The output stays open for what the caller still has to send.
-        A FrameReader's lines are routed by its listener as they arrive; any other stream is read by a task.
+        A FrameReader's lines are routed by its listener as they arrive (its limit is the frame limit);
+        any other stream is read by a task.
         """
         reading: asyncio.Future[str] = (
             self._listen()
@@ -156,7 +157,6 @@ class Peer:
         """Route one frame line; why the connection ends, or None."""
         self.transcript.received(line)
         try:
-            self.framing.check_line(line)
             problem = self._route(self.framing.decode(line))
         except MalformedFrame as error:
             problem = str(error)

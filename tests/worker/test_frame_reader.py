@@ -117,6 +117,19 @@ async def test_a_line_that_outgrows_the_limit_ends_listening_and_the_rest_stays_
     assert listener.lines == []
 
 
+async def test_a_whole_line_over_the_limit_ends_listening_and_what_follows_stays_readable(pipe: Pipe) -> None:
+    listener = Listener()
+    pipe.reader.listen(listener.take, listener.end)
+    pipe.write(b"ok\n" + b"z" * LIMIT + b"\nnext\n")  # one write: the long line arrives with its newline
+    await until(lambda: listener.ends != [], "the over-limit line")
+    (error,) = listener.ends
+    assert isinstance(error, FrameOverLimit) and not error.rest_unread
+    assert str(error) == f"frame of {LIMIT + 1} bytes is over the limit of {LIMIT}"
+    pipe.close()
+    assert await asyncio.wait_for(pipe.reader.read(), DEADLINE) == b"next\n"
+    assert listener.lines == [b"ok\n"]
+
+
 async def test_a_line_of_exactly_the_limit_is_handed_over(pipe: Pipe) -> None:
     listener = Listener()
     pipe.reader.listen(listener.take, listener.end)

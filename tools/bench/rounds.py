@@ -61,7 +61,7 @@ class Bench:
         for side, found in self.memory.items():
             self.samples.add(f"memory/{side}", found["delta_mib"])
 
-    async def round_trips(
+    async def sequential_round_trips(
         self, calls: dict[str, Callable[[], Awaitable[object]]], pids: list[int], index: int
     ) -> None:
         """Sequential round trips of every side, with both ends on one CPU, then untyped on two CPUs."""
@@ -97,7 +97,7 @@ class Bench:
             "wire": lambda: data_of(native, "process/list", {}),
         }
         clients = {"echo": echo, "native": native, "wire": native}
-        await self.round_trips(
+        await self.sequential_round_trips(
             calls, [client.process.pid for client in (echo, native) if client.process], index
         )
         forget_transcript(echo, native)

@@ -157,7 +157,10 @@ async def userhost_round(config: Config, samples: Samples, directory: Path, inde
         for pair in (("unix", "unix_echo"), ("grpc", "grpc_echo")):
             # The socket's pair runs on one CPU, as the worker's round trips do; gRPC's own threads are
             # left where its library puts them.
-            with placed(sides.unix_pids() if pair[0] == "unix" else [], apart=False):
+            placement = (
+                placed(sides.unix_pids(), apart=False) if pair[0] == "unix" else contextlib.nullcontext()
+            )
+            with placement:
                 for block in range(config.rtt_blocks):
                     for side in alternate(pair, index + block):
                         latencies[side] += await round_trips(
