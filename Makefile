@@ -54,15 +54,17 @@ test: check-generated lint
 	$(PY) -m pytest -q -n 2
 
 ## chaos: the fault campaign at full size, one table (fuzz, EOF/output failure, kill -9 per backend, path
-## escapes, schemathesis with 1000 examples per operation); CHAOS_ARGS passes --seed/--only/--json; `make
-## test` runs every row small (tests/chaos)
+## escapes, schemathesis with 1000 examples per operation, token races, two user hosts on one home, slot
+## squatting, header slowloris);
+## CHAOS_ARGS passes --seed/--only/--json; `make test` runs every row small (tests/chaos)
 chaos: $(READY)
 	$(PY) -m tools.chaos $(CHAOS_ARGS)
 
 ## conformance: both suites against the reference implementations: the worker suite against the native
 ## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)
 USERHOST := $(VENV)/bin/wuu-userhost serve --home {home} --user-space {user_space} \
-	--product-domain {product_domain} --composition-profile personal --stdio --listen unix:{socket}
+	--product-domain {product_domain} --composition-profile personal --isolation {isolation} --stdio \
+	--listen unix:{socket}
 conformance: $(READY)
 	@mkdir -p build
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-native.json -- $(PY) -m wuu.worker

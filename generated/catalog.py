@@ -26,8 +26,12 @@ USERHOST_PROTOCOL_VERSION: Final = 1
 """The user-host protocol version of this specification, carried by `initialize`; another version gets `unsupported_protocol_version`. (version)"""
 USERHOST_MAX_FRAME_BYTES: Final = 33554432
 """The largest message on a byte-stream transport, including its newline; it holds a maximal `user_input` envelope. A larger incoming line gets `parse_error`. (bytes)"""
+USERHOST_MAX_CLIENT_QUEUE_BYTES: Final = 67108864
+"""The most bytes of messages a host holds queued for one client of a byte-stream transport (schema/userhost/envelope.schema.json says when it disconnects a client that does not read). (bytes)"""
 USERHOST_MAX_CLIENT_TRANSPORTS: Final = 16
 """The most client transports attached to one host at once; one more gets `too_many_clients`. (count)"""
+USERHOST_INITIALIZE_DEADLINE_SECONDS: Final = 10
+"""The least time a host gives a client of a local socket to complete `initialize` (schema/userhost/envelope.schema.json says what happens after it). (seconds)"""
 USERHOST_MAX_USER_INPUT_TEXT_BYTES: Final = 64000
 """The longest `user_input.text` and user-question answer, in UTF-8 bytes. (bytes)"""
 USERHOST_MAX_USER_INPUT_ATTACHMENTS: Final = 16
@@ -605,6 +609,8 @@ def _user_host_error_code_http_status() -> Mapping[UserHostErrorCode, int]:
         UserHostErrorCode.QUESTION_ALREADY_DECIDED: 409,
         UserHostErrorCode.INPUT_RECEIPTS_UNAVAILABLE: 503,
         UserHostErrorCode.CANCELLED: 409,
+        UserHostErrorCode.USER_HOST_ALREADY_RUNNING: 409,
+        UserHostErrorCode.USER_HOST_STORAGE_UNSAFE: 500,
     }
 
 

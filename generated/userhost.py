@@ -85,7 +85,7 @@ class AgentsHistorySearchParams(WireModel):
         Field(json_schema_extra={"x-not-null": True}, max_length=1024, min_length=1),
     ] = None
     """
-    The `next_page_token` of the previous page; absent for the first page. It is opaque and valid only with the same `session_id`, `query` and bounds; a token that does not fit gets `invalid_params`.
+    The `next_page_token` of the previous page; absent for the first page. A token is opaque to clients: a client MUST NOT build or edit one, and the host MUST authenticate every token it takes back (the bundled host signs it with an HMAC under a per-space key, so tokens stay valid across its restarts). A token is valid only for the same `agents.history.search` scope: the same `session_id`, `query`, `time_min` and `time_max` as the request that received it. A token that is malformed, altered, forged or of another scope MUST get `invalid_params` naming `params.page_token`, never `internal`.
     """
 
 
@@ -135,7 +135,7 @@ class AgentsReactParams(WireModel):
         Field(json_schema_extra={"x-max-utf8-bytes": 64}, max_length=16, min_length=1),
     ]
     """
-    The owner's new reaction, exactly one Unicode emoji (one extended grapheme cluster), replacing the current one; or null to remove it. A string that is not one emoji gets `invalid_params`.
+    The owner's new reaction, exactly one Unicode emoji, replacing the current one; or null to remove it. An emoji is one whole entry of the Unicode emoji test data (UTS #51 `emoji-test.txt`, of the emoji version the host implements), of any status: fully-qualified, minimally-qualified, unqualified or component (`"format": "emoji"`). A string that is not one emoji (`0`, `#`, two emoji, an emoji with extra characters) gets `invalid_params`.
     """
     expected_revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
     """
@@ -528,7 +528,7 @@ class UserHostClientInfo(WireModel):
 
 class UserHostErrorCode(StrEnum):
     """
-    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call. `x-http-status` gives the HTTP status of each code on the HTTP binding (http.schema.json).
+    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`, `user_host_already_running`, `user_host_storage_unsafe`) are also the error of its embedding's or command's start call: a host command that cannot start exits with a non-zero status and writes the code on its standard error, without answering any request. `x-http-status` gives the HTTP status of each code on the HTTP binding (http.schema.json).
     """
 
     PARSE_ERROR = "parse_error"
@@ -630,6 +630,14 @@ class UserHostErrorCode(StrEnum):
     CANCELLED = "cancelled"
     """
     The request was cancelled by `plugin/client/cancel` before it finished. Work already admitted is not undone.
+    """
+    USER_HOST_ALREADY_RUNNING = "user_host_already_running"
+    """
+    Another user host, or a maintenance command such as `wuu state migrate-personal-review`, holds the authority of the same home, user space and product domain (initialize.schema.json). The host does not start and cleans, opens and writes nothing; its message names the running host by its process ID and transports when that host has recorded them.
+    """
+    USER_HOST_STORAGE_UNSAFE = "user_host_storage_unsafe"
+    """
+    A directory of the host's storage under its home exists and is not its user's alone: another user owns it, it is group- or world-writable, or it is not a directory (initialize.schema.json). The host does not start and writes nothing; its message names the directory, its mode and its owner.
     """
 
 
@@ -823,7 +831,7 @@ class UserInputAttachment(WireModel):
         ),
     ]
     """
-    The content, standard base64 with padding.
+    The content, standard base64 with padding, in the one canonical encoding of its bytes (the unused bits of a padded last group are zero); other text gets `invalid_params`.
     """
 
 
@@ -1172,7 +1180,7 @@ class UserHostIsolation(WireModel):
 
 class UserInput(WireModel):
     """
-    The host-owned envelope of one exact user input. Per submission the host accepts at most 64,000 UTF-8 bytes of text, at most 16 attachments and at most 20 MiB (20,971,520 bytes) of decoded attachment bytes in total; native clients may keep smaller transport limits of their own. Empty text is valid only together with at least one attachment: an empty `text` without attachments gets `invalid_params`.
+    The host-owned envelope of one exact user input. Per submission the host accepts at most 64,000 UTF-8 bytes of text, at most 16 attachments and at most 20 MiB (20,971,520 bytes) of decoded attachment bytes in total; native clients may keep smaller transport limits of their own. Empty text is valid only together with at least one attachment (`if`/`else`): an empty `text` without attachments, absent or empty, gets `invalid_params` naming `user_input.text`.
     """
 
     model_config = ConfigDict(

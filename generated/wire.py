@@ -98,6 +98,7 @@ SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset(
         "ModalExecutionProfile",
         "SingularityExecutionProfile",
         "SshExecutionProfile",
+        "UserInput",
         "VercelExecutionProfile",
     }
 )

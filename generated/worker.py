@@ -234,7 +234,7 @@ EnvAdditionalProperty = TypeAliasType(
 
 class ExecCommandArguments(WireModel):
     """
-    Arguments of `exec_command`: run a command to completion. The output is the command's stdout and stderr combined, decoded as UTF-8 with invalid sequences replaced. A cancelled `exec_command` ends the command's whole process tree before its terminal reply (a worker may send TERM and wait a short grace before KILL), so nothing the command does happens after that reply.
+    Arguments of `exec_command`: run a command to completion. The output is the command's stdout and stderr combined, decoded as UTF-8 with invalid sequences replaced. The command's process tree is every process it starts, directly or not, those that leave its process group or session and those whose parent has ended included; processes that others start for it (a service manager, a remote shell) are not in it. The tree ends with the command: when the command's first process exits, the worker ends the processes of the tree still running, and replies only once none is left. It MAY first let them run for up to 1 s while they hold the command's output open, so that their last output is kept, but never past `timeout_ms`; once the tree is gone the reply waits for nothing else, not even an output that a process outside the tree still holds open. A cancelled `exec_command` ends the whole tree before its terminal reply (a worker may send TERM and wait a short grace before KILL). So nothing the command started runs after its reply. A worker that cannot tell which of several commands running at the same time started a process that left its session and lost its parent MAY end that process with any of them.
     """
 
     model_config = ConfigDict(
@@ -271,7 +271,7 @@ class ExecCommandArguments(WireModel):
         None
     )
     """
-    Milliseconds after which the command's process tree is killed; the result then has `timed_out: true`.
+    Milliseconds after which whatever is left of the command's process tree is killed: the limit bounds the whole tree, not only its first process. The result has `timed_out: true` when the first process was still running then.
     """
 
 

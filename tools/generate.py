@@ -75,7 +75,8 @@ def model_input(spec_bundle: dict[str, Any]) -> dict[str, Any]:
     """The bundle as datamodel-code-generator reads it.
 
     Timestamps stay strings in the models, so that a decoded message re-encodes to its exact text:
-    `format: date-time` is dropped here (the schema's RFC 3339 pattern still checks them).
+    `format` is dropped here (the schema's RFC 3339 pattern still checks a `date-time`; an `emoji` is the
+    receiver's to check, spec/README.md "Scalars").
     Patterns become Python's, with the spec's (ECMAScript) meaning (`keywords.python_pattern`).
     The generator leaves `uniqueItems` unchecked, so it travels as `x-unique-items`; and it types an
     optional field as nullable, so an optional field that the spec never allows to be null is marked
@@ -89,7 +90,7 @@ def model_input(spec_bundle: dict[str, Any]) -> dict[str, Any]:
             return node
         out = {}
         for key, value in node.items():
-            if key == "format" and value == "date-time":
+            if key == "format" and isinstance(value, str):
                 continue
             if key == "pattern" and isinstance(value, str):
                 out[key] = python_pattern(value)  # the models read patterns with Python's `re`

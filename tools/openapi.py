@@ -4,6 +4,12 @@ Everything comes from spec/: the operations from the method catalog (spec/method
 from the schemas (bundled into `components/schemas`, their `$ref`s rewritten), the error responses from
 `x-http-status` of `UserHostErrorCode`, and the binding's own text from spec/schema/userhost/http.schema.json.
 `document()` returns the same document, key for key and in the same order, on every run.
+
+The document says what the host accepts, so that a client (or schemathesis) that sends what it allows is not
+refused. Two rules the spec states in its own terms are spelled in plain JSON Schema here: a base64 string
+(`contentEncoding`, an annotation most readers skip, checked by the spec's validators through
+`x-max-decoded-bytes`) also carries the pattern of canonical base64, and `initialize`'s `protocol_version` is
+the path's version (http.schema.json), a `const`.
 """
 
 from __future__ import annotations
@@ -26,21 +32,27 @@ ERROR_DEF = "HttpErrorResponse"
 CODE_DEF = "UserHostErrorCode"
 USER_INPUT_DEF = "UserInput"
 OVERSIZE_STATUS = 413
+TIMEOUT_STATUS = 408
+BODY_STATUSES = (TIMEOUT_STATUS, OVERSIZE_STATUS)
+"""The binding's own statuses of a request body: one that arrived too slowly, one over max_frame_bytes."""
 REQUEST_ID_HEADER = "Wuu-Request-Id"
 # The methods whose requests `plugin/client/cancel` can cancel, and so can be named by a request id.
 CANCELLABLE = "plugin/client/request"
 SCHEMA_PREFIX = "#/components/schemas/"
+INITIALIZE = "initialize"
+BASE64_PATTERN = "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$"
+"""Standard base64 with padding in its one canonical spelling: whole groups of four characters, the unused bits
+of a padded last group zero (`QQ==`, never `QR==`), the encoding the host takes (UserInputAttachment.data)."""
 
 # The OpenAPI links that let a client (and schemathesis's stateful phase) chain the Personal calls on real
-# values: the main session into a send, a send's receipt into a read of it, a receipt's message into a
-# reaction. Each: source method, link name, target method, the target's body as runtime expressions.
+# values: the main session into a send and the reads of its history, a send's receipt into a read of it, a
+# receipt's message into a reaction. Each: source method, link name, target method, the target's body as
+# runtime expressions.
+MAIN_SESSION = {"params": {"session_id": "$response.body#/session_id"}}
 LINKS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
-    (
-        "agents.main_session",
-        "send",
-        "agents.send",
-        {"params": {"session_id": "$response.body#/session_id"}},
-    ),
+    ("agents.main_session", "send", "agents.send", MAIN_SESSION),
+    ("agents.main_session", "history", "agents.history.read", MAIN_SESSION),
+    ("agents.main_session", "search", "agents.history.search", MAIN_SESSION),
     (
         "agents.send",
         "receipts",
@@ -72,14 +84,18 @@ def operation_id(prefix: str, method: str) -> str:
 
 
 def rewrite_refs(node: Any) -> Any:
-    """A bundled schema node with each `#/$defs/Name` reference pointing into `components/schemas`."""
+    """A bundled schema node with each `#/$defs/Name` reference pointing into `components/schemas`, and the
+    canonical base64 pattern on each base64 string."""
     if isinstance(node, dict):
-        return {
+        out = {
             key: SCHEMA_PREFIX + value.removeprefix("#/$defs/")
             if key == "$ref" and isinstance(value, str)
             else rewrite_refs(value)
             for key, value in node.items()
         }
+        if out.get("contentEncoding") == "base64":
+            out.setdefault("pattern", BASE64_PATTERN)
+        return out
     if isinstance(node, list):
         return [rewrite_refs(item) for item in node]
     return node
@@ -99,7 +115,7 @@ def json_body(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 def error_responses(codes: dict[str, Any]) -> dict[str, Any]:
-    """`components/responses`: one error response per status of `x-http-status`, and 401 and 413.
+    """`components/responses`: one error response per status of `x-http-status`, and 401, 408 and 413.
 
     The schema of each status admits only the codes that have it, so that a response checked against the
     document also checks that its status is its code's.
@@ -109,6 +125,7 @@ def error_responses(codes: dict[str, Any]) -> dict[str, Any]:
         statuses.setdefault(codes[HTTP_STATUS][code], []).append(code)
     meaning = dict(zip(codes["enum"], codes["x-enum-descriptions"], strict=True))
     statuses.setdefault(OVERSIZE_STATUS, []).append("parse_error")
+    statuses.setdefault(TIMEOUT_STATUS, []).append("invalid_request")
     responses: dict[str, Any] = {
         "Unauthorized": {
             "description": "No `Authorization: Bearer <token>` header, a malformed one, or a token that is unknown "
@@ -127,6 +144,11 @@ def error_responses(codes: dict[str, Any]) -> dict[str, Any]:
             lines = [
                 "The request body is over max_frame_bytes (code `parse_error`); the host refused it unread."
             ]
+        elif status == TIMEOUT_STATUS:
+            lines = [
+                "The request body did not arrive whole within the host's body deadline (code "
+                "`invalid_request`); the connection is closed."
+            ]
         else:
             lines = [f"`{code}`: {meaning[code]}" for code in statuses[status]]
         code_only = {"properties": {"code": {"enum": statuses[status]}}}
@@ -139,11 +161,12 @@ def error_responses(codes: dict[str, Any]) -> dict[str, Any]:
 
 
 def error_refs(with_body: bool, responses: dict[str, Any]) -> dict[str, Any]:
-    """An operation's error responses by status: every error status, 401, and 413 where it takes a body."""
+    """An operation's error responses by status: every error status, 401, and 408 and 413 where it takes a
+    body."""
     refs = {"401": {"$ref": "#/components/responses/Unauthorized"}}
     for name in responses:
         status = name.removeprefix("Error")
-        if status.isdigit() and (with_body or int(status) != OVERSIZE_STATUS):
+        if status.isdigit() and (with_body or int(status) not in BODY_STATUSES):
             refs[status] = {"$ref": f"#/components/responses/{name}"}
     return dict(sorted(refs.items()))
 
@@ -220,6 +243,9 @@ def document() -> dict[str, Any]:
         used.update((entry["params"], entry["result"]))
         if kind == "request":
             body = ref(entry["params"])
+            if method == INITIALIZE:
+                # The path's `v1` is the protocol version: another one gets `unsupported_protocol_version`.
+                body = {"allOf": [body], "properties": {"protocol_version": {"const": version}}}
             op = operation(operation_id("rpc", method), entry, body, responses, method == CANCELLABLE)
             paths[f"{BASE}/rpc/{method}"] = {"post": op}
         elif kind == "plugin_request":

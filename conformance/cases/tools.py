@@ -202,7 +202,8 @@ async def unsupported_tool(s: Session) -> None:
 
 
 # Each breaks the tool's arguments schema and nothing else: the paths name files that exist (e.txt is written
-# first) or that a write creates, so that no other rule (a missing file's not_found) applies as well.
+# first) or that a write creates, so that no other rule (a missing file's not_found) applies as well, and
+# exec_command goes in `unconfined`, so that an adapter without a sandbox (sandbox_unavailable) breaks none.
 INVALID_ARGUMENTS: list[tuple[str, str, str]] = [
     # (tool, encoded arguments, what is wrong)
     ("read_file", "", "empty text"),
@@ -264,7 +265,8 @@ async def invalid_arguments(s: Session) -> None:
     codes = {"invalid_request"} if written else {"invalid_request", "not_found"}
     provided: set[str] = set()
     for tool, encoded, what in INVALID_ARGUMENTS:
-        reply = await s.request("execute", s.tool(tool, encoded))
+        mode = "unconfined" if tool == "exec_command" else "standard"
+        reply = await s.request("execute", s.tool(tool, encoded, mode))
         if code_of(reply) == "unsupported_tool":
             continue
         provided.add(tool)
@@ -622,6 +624,26 @@ async def exec_timeout(s: Session) -> None:
         return bool(reply["data"]["is_error"])
 
     await s.until(child_gone, f"the timed-out command's child process {pid} to be killed", interval=0.1)
+
+
+@WORKER.case("tools.exec-tree")
+async def exec_tree(s: Session) -> None:
+    """What a command's first process leaves running is ended before exec_command answers: a background
+    `sleep` that no longer holds the output is gone when the reply comes."""
+    await s.initialize()
+    mode = await s.command_mode()
+    script = "sleep 60 >/dev/null 2>&1 & echo $! > left.pid"
+    data = await result(s, "exec_command", mode, argv=["sh", "-c", script])
+    exec_meta(s, data, "a command that leaves a process running", exit_code=0, timed_out=False)
+    pid = (await contents(s, "left.pid")).strip()
+    s.expect(pid.isdigit(), f"left.pid holds {pid!r}, not the background process's pid")
+    # Checked with an unconfined `kill -0`, so that no sandbox keeps the signal from reaching it.
+    reply = await run(s, "exec_command", "unconfined", argv=["sh", "-c", ALIVE, "sh", pid])
+    s.expect("data" in reply, f"exec_command kill -0 {pid} failed: {answer(reply)}")
+    s.expect(
+        bool(reply["data"]["is_error"]),
+        f"the background process {pid} still runs after its command was answered",
+    )
 
 
 @WORKER.case("commands.environment")

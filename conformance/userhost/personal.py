@@ -25,6 +25,9 @@ from .session import HostSession
 
 _numbers = itertools.count(1)
 ATTACHMENT_READ = "host.session.attachment.read"
+HISTORY_READ = "agents.history.read"
+SEARCH = "agents.history.search"
+SEND = "agents.send"
 HISTORY_PAGE = 100
 """The largest `page_size` of `agents.history.read`."""
 
@@ -107,7 +110,7 @@ async def submit(
 ) -> Message:
     """The checked response of `agents.send` of `envelope` (to the main session unless another is given)."""
     params = {"session_id": await _session(host, session_id, on)}
-    return await host.call("agents.send", params, user_input=envelope, on=on)
+    return await host.call(SEND, params, user_input=envelope, on=on)
 
 
 async def send_input(
@@ -117,8 +120,11 @@ async def send_input(
     session_id: str | None = None,
     on: Connection | None = None,
 ) -> dict[str, Any]:
-    """The `AgentsSendResult` of a submission that must succeed."""
+    """The `AgentsSendResult` of a submission that must succeed (skips when the host serves no
+    agents.send)."""
     message = await submit(host, envelope, session_id=session_id, on=on)
+    if host.unserved(SEND, message):
+        host.needs(SEND)
     host.expect("result" in message, f"agents.send failed: {message.get('error')}")
     result: dict[str, Any] = message["result"]["result"]
     return result
@@ -149,7 +155,9 @@ async def send_error(
 ) -> Message:
     """The error response of a submission that must fail with `code` (naming `field`, when given)."""
     message = await submit(host, envelope, session_id=session_id, on=on)
-    host.expect_error(message, code, "agents.send", field)
+    if code != "unsupported_method" and host.unserved(SEND, message):
+        host.needs(SEND)
+    host.expect_error(message, code, SEND, field)
     return message
 
 
@@ -162,20 +170,44 @@ async def receipts(
     return found
 
 
-async def history(host: HostSession, *, on: Connection | None = None) -> list[dict[str, Any]]:
-    """The newest page of the main conversation (`agents.history.read`, 100 messages), newest first."""
+async def history(host: HostSession, *, on: Connection | None = None) -> list[dict[str, Any]] | None:
+    """The newest page of the main conversation (`agents.history.read`, 100 messages), newest first; None
+    when the host does not serve that optional method (the caller observes what it can another way)."""
     params = {"session_id": await host.main_session(on=on), "page_size": HISTORY_PAGE}
-    messages: list[dict[str, Any]] = (await host.call_ok("agents.history.read", params, on=on))["messages"]
+    message = await host.call(HISTORY_READ, params, on=on)
+    if host.unserved(HISTORY_READ, message):
+        return None
+    host.expect("result" in message, f"{HISTORY_READ} failed: {message.get('error')}")
+    messages: list[dict[str, Any]] = message["result"]["result"]["messages"]
+    return messages
+
+
+async def search_for(host: HostSession, text: str) -> list[dict[str, Any]] | None:
+    """The messages `agents.history.search` finds for `text` (its first 1,024 characters), newest first; None
+    when the text is empty or the host does not serve that optional method. How text matches is the
+    provider's: a message it does not find may still be there."""
+    if not text:
+        return None
+    params = {"session_id": await host.main_session(), "query": text[:1024], "page_size": HISTORY_PAGE}
+    message = await host.call(SEARCH, params)
+    if host.unserved(SEARCH, message):
+        return None
+    host.expect("result" in message, f"{SEARCH} failed: {message.get('error')}")
+    messages: list[dict[str, Any]] = message["result"]["result"]["messages"]
     return messages
 
 
 async def expect_not_admitted(host: HostSession, envelope: Mapping[str, Any], what: str = "") -> None:
     """Fail unless the input was not admitted: no receipt of its client input ID and no user message of its
-    text in the history (give refused inputs a text no other input of the case has)."""
+    text in the history, or (without agents.history.read) among what a search for it finds (give refused
+    inputs a text no other input of the case has)."""
     about = what or f"the refused input {envelope['client_input_id']}"
     found = await receipts(host, envelope["client_input_id"])
     host.expect(found == [], f"{about} was not admitted, yet agents.receipts has its receipt: {found}")
-    texts = [m["text"] for m in await history(host) if m["role"] == "user"]
+    messages = await history(host)
+    if messages is None:
+        messages = await search_for(host, envelope["text"])
+    texts = [m["text"] for m in messages or [] if m["role"] == "user"]
     host.expect(envelope["text"] not in texts, f"{about} was refused, yet its text is in the history")
 
 
@@ -194,6 +226,8 @@ async def read_chunk(
 ) -> dict[str, Any]:
     """The `HostSessionAttachmentReadResult` of a chunk read that must succeed."""
     message = await read_attachment(host, session_id, attachment_id, offset, max_chars)
+    if host.unserved(ATTACHMENT_READ, message):
+        host.needs(ATTACHMENT_READ)
     host.expect("result" in message, f"{ATTACHMENT_READ} failed: {message.get('error')}")
     result: dict[str, Any] = message["result"]["result"]
     return result

@@ -8,15 +8,20 @@ they occur in its arguments (each case gets fresh values):
 - `{product_domain}`: the product domain to bind, `personal`.
 - `{socket}`: the path of a Unix socket the host should also listen on, in a private directory. A command
   that does not take `{socket}` serves only its stdio, and the cases that need several clients are skipped.
+- `{isolation}`: the isolation mode the host is started in (spec/schema/userhost/initialize.schema.json,
+  `UserHostIsolationMode`): `logical_memory`, but `verified_host` in the case that checks the refusal of an
+  unverified host. A command that does not take `{isolation}` skips that case.
 
 The host serves the user-host RPC on its stdin and stdout (the case's first client). The reference host is
 
     wuu-userhost serve --home {home} --user-space {user_space} --product-domain {product_domain}
-        --composition-profile personal --stdio --listen unix:{socket}
+        --composition-profile personal --isolation {isolation} --stdio --listen unix:{socket}
 
 and a third-party host is wrapped in one line, for example `sh -c 'exec my-host --data "$0" --socket "$1"'
 {home} {socket}`. The Personal cases run when `initialize` lists the plugin `wuu.personal`, and are skipped
-with that reason when it does not.
+with that reason when it does not; a case that needs an optional Personal method is skipped when the host
+answers it `unsupported_method`. A case may stop or kill the host and start the command again on the same
+`{home}`.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import json
 import os
 import signal
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from wuu.generated.catalog import USERHOST_PROTOCOL_VERSION
+from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
+from wuu.generated.models import UserHostIsolationMode
 
 from ..probe import first_answer
 from ..session import CaseFailed, CaseSkipped
@@ -41,6 +48,8 @@ PRODUCT_DOMAIN = "personal"
 PERSONAL = "wuu.personal"
 CLIENT_INFO = {"name": "wuu-conformance", "version": "1"}
 STDERR_SHOWN = 40
+LOGICAL_MEMORY = UserHostIsolationMode.LOGICAL_MEMORY.value
+"""What `{isolation}` stands for unless a case asks for another mode."""
 
 
 def initialize_params(**overrides: Any) -> dict[str, Any]:
@@ -48,8 +57,28 @@ def initialize_params(**overrides: Any) -> dict[str, Any]:
     return {"protocol_version": USERHOST_PROTOCOL_VERSION, "client_info": CLIENT_INFO, **overrides}
 
 
+def initialize_line() -> bytes:
+    """A valid `initialize` request with id 1, as the line a client writes."""
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
+    return json.dumps(message).encode("utf-8") + b"\n"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """How a start of the command on a home of its own went (`HostSession.attempt`)."""
+
+    home: Path
+    """The home it was given: empty and private before the start."""
+    status: int | None
+    """Its exit status, or None when it was still running at the end of the wait (it was then killed)."""
+    answer: bytes
+    """The first line it wrote on its stdout after an `initialize` (b"" when it wrote none)."""
+    stderr: str
+    """Everything it wrote on its stderr."""
+
+
 class HostSession:
-    """One host process for one case."""
+    """One host for one case: the process of the command under test, started again when a case asks."""
 
     def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
         self.template = list(command)
@@ -58,24 +87,32 @@ class HostSession:
         self.home = workdir / "home"
         self.socket_path = workdir / "run" / "userhost.sock"
         self.has_socket = any("{socket}" in argument for argument in command)
-        self.command = [self._fill(argument) for argument in command]
+        self.has_isolation = any("{isolation}" in argument for argument in command)
+        self.command = self.fill(self.home, self.socket_path, LOGICAL_MEMORY)
+        """The command as the case's host runs it, every time it is started."""
         self.process: asyncio.subprocess.Process | None = None
         self._main: Connection | None = None
         self._connections: list[Connection] = []
         self._entries: list[tuple[str, str, bytes]] = []
+        self._logs: list[tuple[str, Path]] = []
         self.initialized: dict[str, Any] = {}
-        """The result of the first client's `initialize`, once it has succeeded."""
+        """The result of the first client's `initialize`, once it has succeeded (since the last start)."""
 
-    def _fill(self, argument: str) -> str:
+    def fill(self, home: Path, socket: Path, isolation: str) -> list[str]:
+        """The command with every placeholder replaced (the home, socket and isolation mode given)."""
         values = {
-            "{home}": str(self.home),
+            "{home}": str(home),
             "{user_space}": USER_SPACE,
             "{product_domain}": PRODUCT_DOMAIN,
-            "{socket}": str(self.socket_path),
+            "{socket}": str(socket),
+            "{isolation}": isolation,
         }
-        for placeholder, value in values.items():
-            argument = argument.replace(placeholder, value)
-        return argument
+        filled = []
+        for argument in self.template:
+            for placeholder, value in values.items():
+                argument = argument.replace(placeholder, value)
+            filled.append(argument)
+        return filled
 
     def _prepare(self) -> None:
         self.home.mkdir(mode=0o700)
@@ -86,7 +123,19 @@ class HostSession:
     async def start(self) -> None:
         """Start the host on a fresh home; its stdio is the first client."""
         self._prepare()
-        stderr = open(self.workdir / "stderr.log", "wb")  # noqa: SIM115 - the child keeps it
+        await self._spawn("the host")
+
+    async def restart(self) -> None:
+        """Start the command again on the same home once the host has ended (`stop`, `kill`): a new first
+        client on its stdio, not yet initialized."""
+        assert self.process is not None and self.process.returncode is not None, "the host still runs"
+        self._note("the command is started again on the same home")
+        await self._spawn(f"the host (start {len(self._logs) + 1})")
+
+    async def _spawn(self, what: str) -> None:
+        log = self.workdir / f"stderr-{len(self._logs) + 1}.log"
+        self._logs.append((what, log))
+        stderr = open(log, "wb")  # noqa: SIM115 - the child keeps it
         try:
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -99,14 +148,76 @@ class HostSession:
         finally:
             stderr.close()
         assert self.process.stdin is not None and self.process.stdout is not None
-        self._main = self._add(Connection("#1", self.process.stdout, self.process.stdin, self._record))
+        label = f"#{len(self._connections) + 1}"
+        self._main = self._add(Connection(label, self.process.stdout, self.process.stdin, self._record))
+        self.initialized = {}
 
     async def probe(self) -> None:
         """Start the host once and wait for its answer to `initialize` (StartFailure if none comes)."""
         self._prepare()
-        message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize_params()}
-        line = json.dumps(message).encode("utf-8") + b"\n"
-        await first_answer(self.command, line, env=os.environ, timeout=self.timeout)
+        await first_answer(self.command, initialize_line(), env=os.environ, timeout=self.timeout)
+
+    async def kill(self) -> None:
+        """Kill the host at once (SIGKILL to its process group) and wait until it has ended."""
+        process = self._running()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        self._note("the host is killed (SIGKILL)")
+        await self.exited("SIGKILL")
+
+    async def stop(self) -> None:
+        """Stop the host as its operator does: EOF on every client, then SIGTERM (SIGKILL after the timeout);
+        wait until it has ended."""
+        self._running()
+        self._note("the host is stopped (EOF on every client, then SIGTERM)")
+        await self._end()
+
+    def _running(self) -> asyncio.subprocess.Process:
+        process = self.process
+        assert process is not None and process.returncode is None, "the host is not running"
+        return process
+
+    async def attempt(self, isolation: str) -> Attempt:
+        """Start the command once more, beside the case's host, on a new empty home and socket path with
+        `{isolation}` replaced by `isolation`, and write an `initialize` to it: how that went once it has
+        answered or exited, or at the timeout. The process is ended before this returns."""
+        number = len(self._logs) + 1
+        home = self.workdir / f"home-{number}"
+        home.mkdir(mode=0o700)
+        command = self.fill(home, self.socket_path.with_name(f"userhost-{number}.sock"), isolation)
+        log = self.workdir / f"stderr-{number}.log"
+        self._logs.append((f"the {isolation} start", log))
+        self._note(f"the command is started on a new home with {{isolation}} {isolation}")
+        with open(log, "wb") as stderr:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                limit=READ_LIMIT,
+                start_new_session=True,
+            )
+        assert process.stdin is not None and process.stdout is not None
+        label = f"#{number} ({isolation})"
+        answer = b""
+        try:
+            with contextlib.suppress(ConnectionError):
+                self._record(label, ">", initialize_line())
+                process.stdin.write(initialize_line())
+                await process.stdin.drain()
+            with contextlib.suppress(TimeoutError):
+                answer = await asyncio.wait_for(process.stdout.readline(), self.timeout)
+                if answer:
+                    self._record(label, "<", answer)
+                else:  # its stdout ended: it is exiting
+                    await asyncio.wait_for(process.wait(), self.timeout)
+        finally:
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            status = process.returncode
+            await process.wait()
+        return Attempt(home, status, answer, log.read_text("utf-8", "replace"))
 
     def _add(self, connection: Connection) -> Connection:
         self._connections.append(connection)
@@ -115,9 +226,13 @@ class HostSession:
     def _record(self, label: str, direction: str, data: bytes) -> None:
         self._entries.append((label, direction, data[:4096]))
 
+    def _note(self, text: str) -> None:
+        """A line of the transcript that says what the case did to the host."""
+        self._entries.append(("==", "", text.encode("utf-8")))
+
     @property
     def main(self) -> Connection:
-        """The first client: the host's stdio."""
+        """The first client: the host's stdio (of its latest start)."""
         if self._main is None:
             raise RuntimeError("the session has not started")
         return self._main
@@ -152,20 +267,28 @@ class HostSession:
             raise CaseFailed(f"the host did not exit within {self.timeout:g} s after {what}") from None
 
     def transcript(self) -> str:
-        """Every message sent and received, by connection; then the end of the host's stderr."""
+        """Every message sent and received, by connection; then the end of the host's stderr (of each
+        start)."""
         lines = []
         for label, direction, data in self._entries:
             text = data.decode("utf-8", "replace").rstrip("\n")
-            lines.append(f"{label} {direction} {text[:2000]}{' ...' if len(text) > 2000 else ''}")
-        with contextlib.suppress(OSError):
-            stderr = (self.workdir / "stderr.log").read_text("utf-8", "replace").splitlines()
-            if stderr:
-                lines.append(f"the host's stderr (last {min(len(stderr), STDERR_SHOWN)} lines):")
-                lines.extend("  " + line for line in stderr[-STDERR_SHOWN:])
+            where = f"{label} {direction}" if direction else label
+            lines.append(f"{where} {text[:2000]}{' ...' if len(text) > 2000 else ''}")
+        for what, log in self._logs:
+            with contextlib.suppress(OSError):
+                stderr = log.read_text("utf-8", "replace").splitlines()
+                if stderr:
+                    lines.append(f"{what}'s stderr (last {min(len(stderr), STDERR_SHOWN)} lines):")
+                    lines.extend("  " + line for line in stderr[-STDERR_SHOWN:])
         return "\n".join(lines)
 
     async def close(self) -> None:
         """End every connection and the host: EOF first, then SIGTERM, then SIGKILL after the timeout."""
+        await self._end()
+        for connection in self._connections:
+            await connection.close()
+
+    async def _end(self) -> None:
         for connection in self._connections:
             connection.close_output()
         process = self.process
@@ -179,8 +302,6 @@ class HostSession:
                     os.killpg(process.pid, number)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), self.timeout)
-        for connection in self._connections:
-            await connection.close()
 
     # --- checks ----------------------------------------------------------------------------------
 
@@ -189,8 +310,21 @@ class HostSession:
         if not condition:
             raise CaseFailed(message)
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str) -> NoReturn:
         raise CaseSkipped(reason)
+
+    def unserved(self, method: str, message: Message) -> bool:
+        """Whether `message`, the response to a Personal call of `method`, says that the host does not serve
+        the method: `unsupported_method` for a method the catalog marks optional (a host may omit it)."""
+        spec = USERHOST_METHODS.get(method)
+        return spec is not None and spec.optional and code_of(message) == "unsupported_method"
+
+    def needs(self, method: str) -> NoReturn:
+        """Skip the case: it needs the optional Personal method `method`, which the host does not serve."""
+        raise CaseSkipped(
+            f"the host does not serve {method} (optional in spec/methods/userhost.json: it answers "
+            "unsupported_method), and this case needs it"
+        )
 
     def check(self) -> None:
         """Fail the case if any message received so far broke the spec."""
@@ -322,8 +456,11 @@ class HostSession:
         user_input: Mapping[str, Any] | None = None,
         on: Connection | None = None,
     ) -> dict[str, Any]:
-        """The plugin method's result of a Personal call that must succeed."""
+        """The plugin method's result of a Personal call that must succeed (skips when the host does not
+        serve the optional method)."""
         message = await self.call(method, params, user_input=user_input, on=on)
+        if self.unserved(method, message):
+            self.needs(method)
         self.expect("result" in message, f"{method} failed: {message.get('error')}")
         result: dict[str, Any] = message["result"]["result"]
         return result
@@ -338,8 +475,11 @@ class HostSession:
         field: str | None = None,
         on: Connection | None = None,
     ) -> Message:
-        """The error response of a Personal call that must fail with `code` (naming `field`, when given)."""
+        """The error response of a Personal call that must fail with `code` (naming `field`, when given);
+        skips when the host does not serve the optional method."""
         message = await self.call(method, params, user_input=user_input, on=on)
+        if code != "unsupported_method" and self.unserved(method, message):
+            self.needs(method)
         self.expect_error(message, code, method, field)
         return message
 

@@ -1,10 +1,12 @@
 """The user host's execution authority: one binding for the process's life, its composition graph, the
 clients attached to it and the work they admitted (spec/schema/userhost/initialize.schema.json).
 
-`UserHost.start` is the embedding API's entry: it checks the binding and the isolation mode, and only
-then creates the space's storage under the home, so a host that cannot start writes nothing. Clients
-attach through transports (`attach`) and detach; admitted work runs on the authority (`admit`) and
-finishes whether or not any client is attached, until `close`.
+`UserHost.start` is the embedding API's entry: it checks the binding, the isolation mode and the directories
+that already exist under the home, and only then creates the space's storage (private whatever the umask),
+so a host that cannot start writes nothing. It then takes the space's presence lock exclusively for its
+whole life, before any module cleans or opens stored state: one authority per home, user space and product
+domain. Clients attach through transports (`attach`) and detach; admitted work runs on the authority
+(`admit`) and finishes whether or not any client is attached, until `close`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from wuu.generated.models import (
 
 from .errors import UserHostError, UserHostStartError
 from .plugins import Graph, Plugin
-from .review.presence import PresenceLock
+from .private import UnsafeDirectory, check_directories, make_directories
+from .review.presence import PresenceHeld, PresenceLock
 from .services import HostServices, NoHostServices
 from .session import ClientSession
 
@@ -65,6 +68,12 @@ class StorageLayout:
     def files(self) -> Path:
         """Permitted user working files and explicit attachment working copies."""
         return self.root / "files"
+
+    @property
+    def directories(self) -> list[Path]:
+        """The storage's directories from the home down: the home, `user-spaces`, the space's, the domain's
+        (the root), then `state` and `files`."""
+        return [*reversed(self.root.parents[:3]), self.root, self.state, self.files]
 
     @classmethod
     def under(cls, home: Path, user_space_id: str, product_domain: str) -> StorageLayout:
@@ -134,10 +143,12 @@ class UserHost:
         and build the composition: the `plugins` given, then each module of `compose` in order.
 
         Raises UserHostStartError (`user_host_binding_required`, `unknown_isolation_mode`,
-        `user_host_isolation_required`) before anything is written under `home`. Once the storage exists the
-        host holds its share of the state folder's presence lock for its whole life: PresenceHeld while a
-        maintenance command (the review-ledger migration) holds the folder. A module that fails to build
-        fails the start; the modules built before it are closed.
+        `user_host_isolation_required`, `user_host_storage_unsafe`) before anything is written under `home`.
+        Once the storage exists the host holds the state folder's presence lock exclusively for its whole
+        life, before any module runs: `user_host_already_running` while another host (named by its process
+        ID and transports) or a maintenance command (the review-ledger migration) holds it. A module that
+        fails to build fails the start; the modules built before it are closed. A started host records
+        itself next to the lock; `announce` adds its transports.
         """
         if not _pattern("user_space_id").fullmatch(user_space_id or ""):
             raise UserHostStartError(
@@ -168,11 +179,23 @@ class UserHost:
         verified = mode is UserHostIsolationMode.VERIFIED_HOST
         if verified:
             await _verify(verifier, layout)
-        layout.state.mkdir(parents=True, exist_ok=True, mode=0o700)
-        layout.files.mkdir(parents=True, exist_ok=True, mode=0o700)
-        presence = PresenceLock.acquire(layout.state, exclusive=False)
+        try:
+            check_directories(layout.directories)
+            make_directories(layout.state)  # the lock's folder: where another authority holds it, it exists
+        except UnsafeDirectory as error:
+            raise UserHostStartError(UserHostErrorCode.USER_HOST_STORAGE_UNSAFE, str(error)) from None
+        try:
+            presence = PresenceLock.acquire(layout.state)
+        except PresenceHeld as held:
+            raise UserHostStartError(
+                UserHostErrorCode.USER_HOST_ALREADY_RUNNING,
+                f"user space {user_space_id!r}, product domain {product_domain!r} already has its authority "
+                f"under {home}: {held}; one host serves a user space and product domain at a time, so stop "
+                "it first or connect to it",
+            ) from None
         host_isolation = UserHostHostIsolation.VERIFIED if verified else UserHostHostIsolation.UNVERIFIED
         try:
+            make_directories(layout.files)
             host = cls(
                 user_space_id=user_space_id,
                 product_domain=product_domain,
@@ -196,6 +219,7 @@ class UserHost:
                 if composition.services is not None:
                     host.services = composition.services
                 host._graph = Graph(1, _by_id(composed))
+            presence.record(())
         except BaseException:
             await host.close()
             raise
@@ -204,6 +228,12 @@ class UserHost:
             extra={"user_space_id": user_space_id, "product_domain": product_domain, "isolation": mode.value},
         )
         return host
+
+    def announce(self, transports: Sequence[str]) -> None:
+        """Record the transports the host serves (`unix:PATH`, `grpc ADDRESS`, `http ADDRESS`, `stdio`),
+        so that a host refused on the same space and domain names them."""
+        if self._presence is not None and not self._closed:
+            self._presence.record(transports)
 
     # --- the composition graph -------------------------------------------------------------------
 

@@ -4,8 +4,9 @@
 
 The host serves the user-host RPC (spec/schema/userhost/) on the transports given: `--stdio` (one client on
 this process's stdin and stdout), `--listen unix:PATH` (up to 16 clients on a Unix socket in a private
-directory), `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`, and `--http 127.0.0.1:PORT` (HTTP clients
-holding a token of `wuu-userhost token create`). It runs until SIGTERM or SIGINT; with `--stdio` as its
+directory), `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`, and `--http 127.0.0.1:PORT`. Every TCP listener
+authenticates its clients, on loopback too, with the tokens of `wuu-userhost token create` (HTTP's
+`Authorization: Bearer`, gRPC's `authorization` metadata). It runs until SIGTERM or SIGINT; with `--stdio` as its
 only transport, it ends once that client has gone and the work it admitted has finished. Logs are JSON
 lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
 or the startup error code).
@@ -33,6 +34,7 @@ from .authority import Composer, UserHost
 from .errors import UserHostStartError
 from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
 from .http import HttpAddress, HttpAddressError, HttpServer
+from .idle import DEFAULT_IDLE_SECONDS
 from .personal import StoreError, StoreVersionError, personal
 from .stdio import serve_stdio
 from .tokens import TokenError, TokenStore, write_secret
@@ -99,7 +101,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--stdio", action="store_true", help="serve one client on stdin and stdout")
     serve.add_argument("--listen", metavar="unix:PATH", help="serve clients on a Unix socket")
-    serve.add_argument("--grpc", metavar="ADDRESS", help="serve gRPC on unix:PATH or 127.0.0.1:PORT")
+    serve.add_argument(
+        "--grpc",
+        metavar="ADDRESS",
+        help="serve gRPC on unix:PATH, or on 127.0.0.1:PORT to clients holding a token (`token create`); "
+        "port 0 picks a free port (logged)",
+    )
     serve.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -113,6 +120,14 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--tls-cert", metavar="FILE", help="the PEM certificate chain of the HTTP server")
     serve.add_argument("--tls-key", metavar="FILE", help="the PEM private key of --tls-cert")
+    serve.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_SECONDS,
+        metavar="SECONDS",
+        help="detach an HTTP token's or a gRPC connection's transport after this long with no call in flight "
+        f"and no notification stream open, freeing its client slot (default {DEFAULT_IDLE_SECONDS:g})",
+    )
     _token_commands(commands)
     return top
 
@@ -120,9 +135,9 @@ def parser() -> argparse.ArgumentParser:
 def _token_commands(commands: Any) -> None:
     token = commands.add_parser(
         "token",
-        help="manage the bearer tokens of HTTP clients",
-        description="Create, revoke and list the tokens HTTP clients present (only their digests are stored, "
-        "in the space's state/http-tokens.json, mode 0600).",
+        help="manage the bearer tokens of HTTP and gRPC-over-TCP clients",
+        description="Create, revoke and list the tokens that clients of the TCP listeners (--http, --grpc "
+        "IP:PORT) present (only their digests are stored, in the space's state/http-tokens.json, mode 0600).",
     )
     actions = token.add_subparsers(dest="token_action", required=True)
     for name, text in (
@@ -147,6 +162,17 @@ def _home(given: str | None) -> Path:
         where = "--home" if given else "WUU_HOME"
         raise UsageError(f"{where}: {text!r} is not an absolute path")
     return home
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (an argparse type)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return seconds
 
 
 def _unix_path(flag: str, value: str) -> Path:
@@ -237,17 +263,29 @@ async def serve(args: argparse.Namespace) -> int:
                 servers.append(await UnixServer.start(host, listen))
             except SocketInUse as error:
                 raise UsageError(f"--listen: {error}") from None
+        tokens = TokenStore.of_space(home, args.user_space, args.product_domain)
         if grpc_address is not None:
             try:
-                servers.append(await GrpcServer.start(host, grpc_address))
+                servers.append(
+                    await GrpcServer.start(
+                        host,
+                        grpc_address,
+                        tokens=None if grpc_address.socket is not None else tokens,
+                        idle_timeout=args.idle_timeout,
+                    )
+                )
             except (SocketInUse, OSError) as error:
                 raise UsageError(f"--grpc: {error}") from None
         if http_address is not None:
-            tokens = TokenStore.of_space(home, args.user_space, args.product_domain)
             try:
-                servers.append(await HttpServer.start(host, http_address, tokens, ssl_context=tls))
+                servers.append(
+                    await HttpServer.start(
+                        host, http_address, tokens, ssl_context=tls, idle_timeout=args.idle_timeout
+                    )
+                )
             except OSError as error:
                 raise UsageError(f"--http: {error}") from None
+        host.announce([*map(_transport, servers), *(["stdio"] if args.stdio else [])])
         waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
         if args.stdio:
             waits.append(asyncio.create_task(_stdio_then_idle(host, alone=not servers)))
@@ -262,6 +300,15 @@ async def serve(args: argparse.Namespace) -> int:
             await server.close()
         await host.close()
     return 0
+
+
+def _transport(server: UnixServer | GrpcServer | HttpServer) -> str:
+    """The transport as a host refused on the same space names it."""
+    if isinstance(server, UnixServer):
+        return f"unix:{server.path}"
+    if isinstance(server, GrpcServer):
+        return f"grpc {server.address.target}"
+    return f"http {server.address}"
 
 
 async def _stdio_then_idle(host: UserHost, *, alone: bool) -> None:
@@ -281,7 +328,7 @@ def token(args: argparse.Namespace) -> int:
             try:
                 write_secret(Path(args.out), secret)
             except OSError as error:
-                store.revoke(args.name)  # a token nobody received is no token
+                store.withdraw(secret)  # a token nobody received is no token
                 raise UsageError(f"--out: {error}") from None
         print(secret)
     elif args.token_action == "revoke":

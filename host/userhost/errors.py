@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import secrets
 from typing import Any
 
 from wuu.generated.models import UserHostErrorCode
@@ -16,6 +18,8 @@ _NUMBERS = {
 }
 OTHER_NUMBER = -32000
 MAX_MESSAGE_CHARS = 4096
+
+log = logging.getLogger("wuu.host.userhost")
 
 
 class UserHostError(Exception):
@@ -45,4 +49,21 @@ class UserHostError(Exception):
 
 
 class UserHostStartError(UserHostError):
-    """The host cannot start (no binding, isolation not verified, an unknown isolation mode); nothing was written."""
+    """The host cannot start (no binding, isolation not verified, an unknown isolation mode, unsafe storage,
+    another host running); nothing was written."""
+
+
+def internal_error(error: BaseException, request_id: object) -> UserHostError:
+    """The `internal` error a client gets for a request that failed unexpectedly with `error`.
+
+    The client learns only that it failed and an error id; the log gets the details (the exception's text
+    may name files, paths or state no client may see) under the same id, so an operator can find them.
+    """
+    error_id = secrets.token_hex(8)
+    log.error(
+        "request %r failed (error id %s)", request_id, error_id, exc_info=error, extra={"error_id": error_id}
+    )
+    return UserHostError(
+        UserHostErrorCode.INTERNAL,
+        f"the host failed to answer (error id {error_id}; its log has the details)",
+    )

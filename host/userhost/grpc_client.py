@@ -18,6 +18,7 @@ from wuu.generated.models import PluginClientInvalidateParams
 from wuu.worker.framing import Frame
 from wuu.worker.peer import ConnectionLost
 
+from .bearer import AUTHORIZATION
 from .client import ClientSurface
 from .grpc_service import (
     CONNECTION_KEY,
@@ -42,15 +43,18 @@ class UserHostGrpcClient(ClientSurface):
     holds its socket. Cancelling the task awaiting a call cancels its gRPC call, which for a plugin call
     has the effect of `plugin/client/cancel`. Once the connection has ended (`lost`), calls raise
     `ConnectionLost`; so does a call the host cannot be reached for. A call that fails in gRPC itself
-    without a JsonRpcError (a message over the limit) raises its `grpc.aio.AioRpcError`.
+    without a JsonRpcError (a message over the limit, a missing or revoked token) raises its
+    `grpc.aio.AioRpcError`.
     """
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
-        """`channel` leads to the host and admits its message sizes (`grpc_service.MESSAGE_OPTIONS`)."""
+    def __init__(self, channel: grpc.aio.Channel, token: str | None = None) -> None:
+        """`channel` leads to the host and admits its message sizes (`grpc_service.MESSAGE_OPTIONS`);
+        `token` is the bearer token every call carries (a host on a TCP address needs one)."""
         super().__init__()
         self.connection_id: str | None = None
         """The host's name for this connection, once `initialize` has succeeded."""
         self._channel = channel
+        self._authorization = () if token is None else ((AUTHORIZATION, f"Bearer {token}"),)
         self._ids = itertools.count(1)
         self._lost: str | None = None
         self._stream: asyncio.Task[None] | None = None
@@ -64,11 +68,13 @@ class UserHostGrpcClient(ClientSurface):
         }
 
     @classmethod
-    async def connect(cls, address: str | GrpcAddress) -> UserHostGrpcClient:
+    async def connect(cls, address: str | GrpcAddress, *, token: str | None = None) -> UserHostGrpcClient:
         """Open a channel to a user host's gRPC address (`unix:PATH` or a loopback `IP:PORT`; GrpcAddressError
-        for another). Nothing is sent until `initialize`."""
+        for another). A TCP address needs `token`, a token of the host's space (`wuu-userhost token
+        create`); without a valid one every call fails with UNAUTHENTICATED. Nothing is sent until
+        `initialize`."""
         parsed = GrpcAddress.parse(address) if isinstance(address, str) else address
-        return cls(grpc.aio.insecure_channel(parsed.target, options=MESSAGE_OPTIONS))
+        return cls(grpc.aio.insecure_channel(parsed.target, options=MESSAGE_OPTIONS), token)
 
     @property
     def lost(self) -> str | None:
@@ -112,8 +118,8 @@ class UserHostGrpcClient(ClientSurface):
     def _metadata(self, request_id: str | int | None) -> tuple[tuple[str, str], ...]:
         named = () if self.connection_id is None else ((CONNECTION_KEY, self.connection_id),)
         if request_id is None:
-            return named
-        return (*named, (RPC_ID_KEY, json.dumps(request_id)))
+            return (*self._authorization, *named)
+        return (*self._authorization, *named, (RPC_ID_KEY, json.dumps(request_id)))
 
     async def _send_plugin_request(self, params: dict[str, Any]) -> Frame:
         return await self.request("plugin/client/request", params)  # its cancellation cancels the gRPC call

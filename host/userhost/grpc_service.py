@@ -5,6 +5,9 @@ metadata keys, the status of an error, the conversion of messages) and the serve
 
 - it listens on a Unix socket in a private directory or on a loopback TCP address, nothing else, with
   messages of up to `USERHOST_MAX_FRAME_BYTES` each way (a maximal `user_input` envelope fits);
+- on TCP every call, the health service's included, carries a bearer token of the space's token file in
+  its `authorization` metadata (`bearer.BearerTokens`), or fails with UNAUTHENTICATED and nothing else; a
+  connection belongs to the token that opened it, and ends when that token is revoked;
 - every rpc converts its request to the spec's JSON (protojson), submits it to the connection's
   `ClientSession` as the NDJSON transport does, and converts the result back; an error ends the call with
   the status of `STATUS_CODES` and the JsonRpcError in its details (`grpc-status-details-bin`);
@@ -26,7 +29,7 @@ import itertools
 import logging
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -45,10 +48,14 @@ from wuu.generated.models import UserHostErrorCode
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 
 from .authority import UserHost
+from .bearer import AUTHORIZATION, BEARER, BearerTokens
 from .envelope import MAX_INTEGER_ID, RequestId, usable_id
-from .errors import UserHostError
+from .errors import UserHostError, internal_error
+from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .ndjson import DEFAULT_OUTBOX_BYTES
 from .session import ClientSession
+from .tokens import TokenStore
+from .tokens import digest as token_digest
 from .unix import prepare_socket_path
 
 log = logging.getLogger("wuu.host.userhost")
@@ -66,9 +73,16 @@ MESSAGE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_send_message_length", USERHOST_MAX_FRAME_BYTES),
 )
 """Channel and server options: messages up to `max_frame_bytes` each way."""
-DEFAULT_IDLE_SECONDS = 60.0
-"""How long a connection lives with neither its notification stream open nor a call in flight."""
 CLOSE_GRACE_SECONDS = 5.0
+HANDSHAKE_MS = 10_000
+"""How long a TCP connection may take to open its HTTP/2 session before the server drops it."""
+IDLE_CHANNEL_MS = 60_000
+"""How long an HTTP/2 session may go without a call before the server ends it (a client's channel opens a new
+one at its next call): a connection that never calls cannot be held open."""
+MAX_TCP_CONNECTIONS = 128
+"""The most HTTP/2 sessions the server holds on TCP, so that connections cannot use up its descriptors."""
+MAX_STREAMS = 32
+"""The most calls in flight on one HTTP/2 session."""
 
 # The status code of each error code; every code not listed is FAILED_PRECONDITION. Clients compare
 # `data.code` only: the status code is for gRPC tooling (retries, metrics), and the service comment states
@@ -272,13 +286,14 @@ class GrpcAddress:
 class _Connection:
     """One client connection: its session, its queued notifications and its idle timer."""
 
-    def __init__(self, server: GrpcServer) -> None:
+    def __init__(self, server: GrpcServer, token: str | None) -> None:
         self.id = secrets.token_urlsafe(24)
+        self.token = token
+        """The SHA-256 digest of the bearer token that opened the connection (TCP); None on a Unix socket."""
         self._server = server
         self._notices: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._queued_bytes = 0
-        self._calls = 0
-        self._idle: asyncio.TimerHandle | None = None
+        self.idle = IdleTimer(server.idle_timeout, self._expire)
         self.streaming = False
         self.overflowed = False
         # Last: `attach` refuses the 17th client (too_many_clients) before anything else exists.
@@ -291,12 +306,14 @@ class _Connection:
                 UserHostErrorCode.INVALID_REQUEST,
                 f"{RPC_ID_KEY}: {request_id!r} is already in flight on this connection",
             )
-        future = self.session.submit(request_id, method, params)
+        with self.idle.active():
+            return await self._wait(method, request_id, self.session.submit(request_id, method, params))
+
+    async def _wait(
+        self, method: str, request_id: RequestId, future: asyncio.Future[dict[str, Any]]
+    ) -> dict[str, Any]:
         if future.done():  # answered at once: no wait, nothing to cancel
-            self.idle()  # activity: the idle timer starts over
             return future.result()
-        self._calls += 1
-        self._stop_idle()
         try:
             # Shielded: cancelling the gRPC call must not cancel the work as a plain task cancel would.
             return await asyncio.shield(future)
@@ -311,11 +328,7 @@ class _Connection:
         except UserHostError:
             raise
         except Exception as error:
-            log.error("request %r failed", request_id, exc_info=error)
-            raise UserHostError(UserHostErrorCode.INTERNAL, f"{type(error).__name__}: {error}") from None
-        finally:
-            self._calls -= 1
-            self.idle()
+            raise internal_error(error, request_id) from None
 
     def _revoke(self, request_id: RequestId, future: asyncio.Future[dict[str, Any]]) -> None:
         """Cancel a plugin call whose gRPC call was cancelled, as PluginClientCancel does; stop its work
@@ -331,7 +344,7 @@ class _Connection:
                 UserHostErrorCode.INVALID_REQUEST, "this connection's notification stream is already open"
             )
         self.streaming = True
-        self._stop_idle()
+        self.idle.hold()
 
     async def next_notice(self) -> dict[str, Any] | None:
         """The next notification's params; None once the connection has ended."""
@@ -339,17 +352,6 @@ class _Connection:
         if notice is not None:
             self._queued_bytes -= len(orjson.dumps(notice))
         return notice
-
-    def idle(self) -> None:
-        """Start the idle timer if the connection has neither its stream open nor a call in flight."""
-        self._stop_idle()
-        if self._calls == 0 and not self.streaming and self.id in self._server.connections:
-            self._idle = asyncio.get_running_loop().call_later(self._server.idle_timeout, self._expire)
-
-    def _stop_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
 
     def _expire(self) -> None:
         log.info("idle connection ended", extra={"transport": "grpc", "seconds": self._server.idle_timeout})
@@ -372,7 +374,7 @@ class _Connection:
 
     def _closed(self) -> None:
         """The session has ended: the stream ends after what is queued, and the name is forgotten."""
-        self._stop_idle()
+        self.idle.stop()
         self._server.connections.pop(self.id, None)
         self._notices.put_nowait(None)
 
@@ -383,6 +385,46 @@ def _unanswered(future: asyncio.Future[dict[str, Any]]) -> None:
         future.exception()
 
 
+# --- authentication ------------------------------------------------------------------------------------
+
+
+class _Authenticated(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Lets through only the calls that carry a valid bearer token: any other call, to any service or
+    method (known or not), fails with UNAUTHENTICATED and learns nothing else."""
+
+    def __init__(self, bearer: BearerTokens) -> None:
+        self._bearer = bearer
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        metadata = dict(details.invocation_metadata or ())
+        if self._bearer.check(metadata.get(AUTHORIZATION)) is not None:
+            return await continuation(details)
+        # A request-streaming handler that never reads: the refusal comes before the call's message is
+        # received, so an unauthenticated client cannot make the host hold messages of max_frame_bytes.
+        return _REFUSAL
+
+
+UNAUTHENTICATED = "a valid bearer token is required"
+"""The whole of what a call without a valid token learns, with the status UNAUTHENTICATED."""
+
+
+async def _unauthenticated(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
+
+
+_REFUSAL = grpc.stream_stream_rpc_method_handler(_unauthenticated)
+
+
+def _token_digest(metadata: Mapping[str, str]) -> str | None:
+    """The digest of the bearer token of an authenticated call (None on a Unix socket, which has none)."""
+    found = BEARER.fullmatch(metadata.get(AUTHORIZATION, ""))
+    return None if found is None else token_digest(found.group(1))
+
+
 # --- the server ----------------------------------------------------------------------------------------
 
 
@@ -390,12 +432,18 @@ class GrpcServer:
     """Serves a user host's clients over gRPC. Start it with `GrpcServer.start`."""
 
     def __init__(
-        self, host: UserHost, address: GrpcAddress, idle_timeout: float, max_queued_bytes: int
+        self,
+        host: UserHost,
+        address: GrpcAddress,
+        tokens: TokenStore | None,
+        idle_timeout: float,
+        max_queued_bytes: int,
     ) -> None:
         self.host = host
         self.address = address
         self.idle_timeout = idle_timeout
         self.max_queued_bytes = max_queued_bytes
+        self._bearer = None if tokens is None else BearerTokens(tokens, self._revoked)
         self.connections: dict[str, _Connection] = {}
         """The open connections by their `wuu-connection` name."""
         # Ids for calls without `wuu-rpc-id`: above every JsonRpcId, so no client id collides with them
@@ -403,7 +451,15 @@ class GrpcServer:
         self._internal_ids = itertools.count(MAX_INTEGER_ID + 1)
         self._health = health_aio.HealthServicer()
         self._server = grpc.aio.server(
-            options=[*MESSAGE_OPTIONS, ("grpc.so_reuseport", 0)]  # a port in use fails the start
+            options=[
+                *MESSAGE_OPTIONS,
+                ("grpc.so_reuseport", 0),  # a port in use fails the start
+                ("grpc.server_handshake_timeout_ms", HANDSHAKE_MS),
+                ("grpc.max_connection_idle_ms", IDLE_CHANNEL_MS),
+                ("grpc.max_allowed_incoming_connections", MAX_TCP_CONNECTIONS),
+                ("grpc.max_concurrent_streams", MAX_STREAMS),
+            ],
+            interceptors=() if self._bearer is None else (_Authenticated(self._bearer),),
         )
 
     @classmethod
@@ -412,16 +468,26 @@ class GrpcServer:
         host: UserHost,
         address: str | GrpcAddress,
         *,
+        tokens: TokenStore | None = None,
         idle_timeout: float = DEFAULT_IDLE_SECONDS,
         max_queued_bytes: int = DEFAULT_OUTBOX_BYTES,
     ) -> GrpcServer:
-        """Serve `host` on `address` (`unix:PATH` or a loopback `IP:PORT`).
+        """Serve `host` on `address` (`unix:PATH` or a loopback `IP:PORT`). A TCP address authenticates
+        every call against `tokens`, the space's token store, which it needs; a Unix socket takes none (its
+        mode is its authentication).
 
-        GrpcAddressError for another address; SocketInUse when the socket's path cannot be used safely;
-        OSError when the TCP port cannot be bound. `address` of the result has the bound port.
+        GrpcAddressError for another address, or for a TCP address without `tokens` (or a socket with
+        them); SocketInUse when the socket's path cannot be used safely; OSError when the TCP port cannot
+        be bound. `address` of the result has the bound port.
         """
         parsed = GrpcAddress.parse(address) if isinstance(address, str) else address
-        server = cls(host, parsed, idle_timeout, max_queued_bytes)
+        if (tokens is None) != (parsed.socket is not None):
+            raise GrpcAddressError(
+                f"{parsed}: a TCP address authenticates its clients and needs the space's token store"
+                if tokens is None
+                else f"{parsed}: a Unix socket is authenticated by its mode and takes no token store"
+            )
+        server = cls(host, parsed, tokens, idle_timeout, max_queued_bytes)
         await server._listen()
         return server
 
@@ -449,6 +515,8 @@ class GrpcServer:
         await self._server.start()
         if self.address.socket is not None:
             os.chmod(self.address.socket, 0o600)
+        if self._bearer is not None:
+            self._bearer.start()
         for name in ("", SERVICE):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"transport": "grpc", "address": self.address.target})
@@ -474,11 +542,9 @@ class GrpcServer:
         try:
             request_id = self._request_id(metadata.get(RPC_ID_KEY))
             if rpc.method == "initialize":
-                result = await self._initialize(request, request_id, metadata.get(CONNECTION_KEY), context)
+                result = await self._initialize(request, request_id, metadata, context)
             else:
-                result = await self._connection(metadata.get(CONNECTION_KEY)).call(
-                    rpc.method, request_id, _params(request)
-                )
+                result = await self._connection(metadata).call(rpc.method, request_id, _params(request))
             response = to_message(rpc.response, result)
             if response.ByteSize() > USERHOST_MAX_FRAME_BYTES:
                 raise UserHostError(
@@ -486,6 +552,8 @@ class GrpcServer:
                 )
         except UserHostError as error:
             await _abort(context, error)
+        except Exception as error:
+            await _abort(context, internal_error(error, metadata.get(RPC_ID_KEY)))
         return response
 
     def _request_id(self, text: str | None) -> RequestId:
@@ -503,9 +571,11 @@ class GrpcServer:
             )
         return found
 
-    def _connection(self, name: str | None) -> _Connection:
+    def _connection(self, metadata: Mapping[str, str]) -> _Connection:
+        """The open connection a call's metadata names (with the token that opened it, on TCP)."""
+        name = metadata.get(CONNECTION_KEY)
         connection = self.connections.get(name or "")
-        if connection is None:
+        if connection is None or connection.token != _token_digest(metadata):
             raise UserHostError(
                 UserHostErrorCode.NOT_INITIALIZED,
                 f"no open connection {name!r}: call Initialize and send the {CONNECTION_KEY} it answers"
@@ -516,22 +586,28 @@ class GrpcServer:
         return connection
 
     async def _initialize(
-        self, request: Message, request_id: RequestId, name: str | None, context: grpc.aio.ServicerContext
+        self,
+        request: Message,
+        request_id: RequestId,
+        metadata: Mapping[str, str],
+        context: grpc.aio.ServicerContext,
     ) -> dict[str, Any]:
         """Initialize: on an open connection (`already_initialized`), or opening a new one."""
-        known = self.connections.get(name or "")
-        if known is not None:
-            return await known.call("initialize", request_id, _params(request))
-        connection = _Connection(self)
+        if metadata.get(CONNECTION_KEY):
+            return await self._connection(metadata).call("initialize", request_id, _params(request))
+        connection = _Connection(self, _token_digest(metadata))
         try:
             result = await connection.call("initialize", request_id, _params(request))
+            if self._bearer is not None:
+                self._bearer.refresh()
+            if not self._holds(connection.token):  # revoked while the call was on its way
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED)
             self.connections[connection.id] = connection
             await context.send_initial_metadata(((CONNECTION_KEY, connection.id),))
         except BaseException:
             # A failed or abandoned Initialize opens no connection.
             connection.session.detach()
             raise
-        connection.idle()
         log.info("connection opened", extra={"transport": "grpc", "clients": self.host.clients})
         return result
 
@@ -539,13 +615,15 @@ class GrpcServer:
         """PluginClientInvalidate: the connection's notifications until it ends; its end ends the connection."""
         metadata = dict(context.invocation_metadata() or ())
         try:
-            connection = self._connection(metadata.get(CONNECTION_KEY))
+            connection = self._connection(metadata)
             connection.open_stream()
         except UserHostError as error:
             await _abort(context, error)
         try:
             while (notice := await connection.next_notice()) is not None:
                 await context.write(to_message(NOTIFICATIONS.response, notice))
+        except Exception as error:
+            await _abort(context, internal_error(error, "the notification stream"))
         finally:
             connection.session.detach()
         if connection.overflowed:
@@ -558,12 +636,26 @@ class GrpcServer:
                 ),
             )
 
+    def _holds(self, token: str | None) -> bool:
+        """Whether a connection of this token digest may go on, as the token file was last read (always, on
+        a Unix socket)."""
+        return self._bearer is None or token is None or self._bearer.holds(token)
+
+    def _revoked(self) -> None:
+        """The token file changed: the connections of a revoked token end."""
+        for connection in list(self.connections.values()):
+            if not self._holds(connection.token):
+                log.info("token revoked: its connection ends", extra={"transport": "grpc"})
+                connection.session.detach()
+
     # --- the end -------------------------------------------------------------------------------------
 
     async def close(self) -> None:
         """Stop serving: health turns NOT_SERVING, every connection ends (streams end, calls in flight get
         `cancelled`), the server stops and a Unix socket file is removed. The host goes on."""
         await self._health.enter_graceful_shutdown()
+        if self._bearer is not None:
+            await self._bearer.close()
         for connection in list(self.connections.values()):
             connection.session.detach()
         await self._server.stop(CLOSE_GRACE_SECONDS)

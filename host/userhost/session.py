@@ -258,10 +258,6 @@ class ClientSession:
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, f"{params.method} takes no user input", "user_input"
             )
-        if params.user_input is not None and not params.user_input.text and not params.user_input.attachments:
-            raise UserHostError(
-                UserHostErrorCode.INVALID_PARAMS, "empty text needs an attachment", "user_input.text"
-            )
         call = _Call(self, params.user_input)
         return call, self._run_plugin(spec, handler, method_params, call)
 

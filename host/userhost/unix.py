@@ -2,7 +2,9 @@
 
 The socket is created with mode 0600 in a private directory (owned by this user, closed to everyone else;
 created 0700 when missing). A host that answers on the path already makes the start fail; a socket left
-by a host that is gone is replaced. Closing the server removes the socket file.
+by a host that is gone is replaced. Closing the server removes the socket file. A connection is pending
+(`listener.Pending`) until its client completes `initialize`, which it must do within the initialize
+deadline.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import stat
 from pathlib import Path
 
 from .authority import UserHost
 from .envelope import FRAMING
-from .ndjson import DEFAULT_OUTBOX_BYTES, NdjsonConnection
+from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
+from .ndjson import DEFAULT_INITIALIZE_SECONDS, DEFAULT_OUTBOX_BYTES, NdjsonConnection
 
 log = logging.getLogger("wuu.host.userhost")
 
@@ -31,51 +35,86 @@ class SocketInUse(Exception):
 class UnixServer:
     """Serves a user host's clients on a Unix socket. Start it with `UnixServer.start`."""
 
-    def __init__(self, host: UserHost, path: Path, max_queued_bytes: int) -> None:
+    def __init__(
+        self, host: UserHost, path: Path, max_queued_bytes: int, initialize_timeout: float, max_pending: int
+    ) -> None:
         self.host = host
         self.path = path
         self._max_queued_bytes = max_queued_bytes
-        self._server: asyncio.Server | None = None
-        self._connections: dict[asyncio.Task[None], NdjsonConnection] = {}
+        self._initialize_timeout = initialize_timeout
+        self._pending = Pending(max_pending)
+        self._accepting: AcceptLoop | None = None
+        self._connections: set[NdjsonConnection] = set()
+        self._closing = False
 
     @classmethod
     async def start(
-        cls, host: UserHost, path: Path, *, max_queued_bytes: int = DEFAULT_OUTBOX_BYTES
+        cls,
+        host: UserHost,
+        path: Path,
+        *,
+        max_queued_bytes: int = DEFAULT_OUTBOX_BYTES,
+        initialize_timeout: float = DEFAULT_INITIALIZE_SECONDS,
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> UnixServer:
-        """Listen on `path`; SocketInUse when it cannot be used safely."""
-        server = cls(host, path, max_queued_bytes)
+        """Listen on `path`; SocketInUse when it cannot be used safely. A client has `initialize_timeout`
+        seconds to complete `initialize`; at most `max_pending` connections that have not are held."""
+        server = cls(host, path, max_queued_bytes, initialize_timeout, max_pending)
         await server._listen()
         return server
 
     async def _listen(self) -> None:
         await prepare_socket_path(self.path)
-        self._server = await asyncio.start_unix_server(
-            self._accept, path=str(self.path), limit=FRAMING.stream_limit
-        )
-        os.chmod(self.path, 0o600)
+        listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listening.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            listening.listen(socket.SOMAXCONN)
+        except BaseException:
+            listening.close()
+            raise
+        self._accepting = AcceptLoop(listening, self._serve, self._pending, "unix")
         log.info("listening", extra={"transport": "unix", "path": str(self.path)})
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    async def _serve(self, accepted: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=accepted, limit=FRAMING.stream_limit)
+        except BaseException:
+            accepted.close()
+            raise
+        if self._closing:  # accepted just before the server closed: not served
+            writer.close()
+            return
+        self._pending.add(writer.transport)
         connection = NdjsonConnection(
-            self.host, reader, writer, "unix", max_queued_bytes=self._max_queued_bytes
+            self.host,
+            reader,
+            writer,
+            "unix",
+            max_queued_bytes=self._max_queued_bytes,
+            initialize_timeout=self._initialize_timeout,
+            initialized=lambda: self._pending.admit(writer.transport),
         )
-        self._connections[task] = connection
+        self._connections.add(connection)
         try:
             await connection.serve()
         finally:
-            del self._connections[task]
+            self._connections.discard(connection)
+
+    @property
+    def pending(self) -> int:
+        """How many connections have not completed `initialize`."""
+        return len(self._pending)
 
     async def close(self) -> None:
         """Stop accepting, end every connection, and remove the socket file."""
-        if self._server is not None:
-            self._server.close()
-        for connection in self._connections.values():
+        self._closing = True
+        if self._accepting is not None:
+            await self._accepting.close()
+        for connection in self._connections:
             connection.stop()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        if self._accepting is not None:
+            await self._accepting.wait_connections()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 

@@ -4,7 +4,9 @@ Each mutant (tests/conformance/userhost_mutants) is the reference user host with
 For each, the suite runs in-process against `python -m tests.conformance.userhost_mutants NAME serve ...`,
 restricted to the cases that check the broken requirements, and must fail at least one case that names one
 of them. The same selections pass against the reference host (the control) and against the mutants'
-machinery with nothing broken (`harness`: a failure is the mutant's doing, not the relay's).
+machinery with nothing broken (`harness`: a failure is the mutant's doing, not the relay's). A host that
+leaves out an optional method (`without-history-read`) fails no case either: the cases that need the method
+skip, saying so.
 
 The selections run in the background, a few at once, each with up to two hosts, and each test waits for its
 own. A selection is claimed through a file in a directory that every xdist worker of the session shares, so
@@ -29,13 +31,21 @@ from wuu.conformance.userhost.suite import USERHOST
 
 from .selections import Job, Selections, summary
 from .userhost_mutants import Mutant, load
+from .userhost_mutants.controls import CONTROLS
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVE = ["serve", "--home", "{home}", "--user-space", "{user_space}", "--product-domain", "{product_domain}"]
-SERVE += ["--composition-profile", "personal", "--stdio", "--listen", "unix:{socket}"]
+SERVE += ["--composition-profile", "personal", "--isolation", "{isolation}"]
+SERVE += ["--stdio", "--listen", "unix:{socket}"]
 REFERENCE = [sys.executable, "-m", "wuu.host.userhost", *SERVE]
 HARNESS = "harness"
 """The mutants' command name that serves the relay with nothing broken."""
+WITHOUT_HISTORY_READ = "without-history-read"
+"""The control that serves no agents.history.read (an optional method)."""
+HISTORY_AREAS = ("admission", "attachments", "history", "questions", "reactions", "restart", "search")
+"""The areas whose cases call agents.history.read, to need it or to observe with it (and the cases below)."""
+HISTORY_CASES = ["limits.text-bytes", "limits.reactions-messages"]
+HISTORY_CASES += ["plugin.user-input-rejected", "plugin.invalid-params-field"]
 MUTANTS = load()
 # A mutant's case often waits for a response that never comes: the reply timeout bounds that wait.
 TIMEOUT = 5.0
@@ -91,7 +101,13 @@ def _jobs() -> dict[str, Job]:
         jobs[f"reference-{area}"] = (cases, REFERENCE, CONTROL_TIMEOUT)
         jobs[f"harness-{area}"] = (cases, mutant_command(HARNESS), CONTROL_TIMEOUT)
     jobs.update({f"mutant-{name}": mutant(name) for name in MUTANTS if name not in UNCAUGHT})
+    jobs[WITHOUT_HISTORY_READ] = (_history_cases(), mutant_command(WITHOUT_HISTORY_READ), CONTROL_TIMEOUT)
     return jobs
+
+
+def _history_cases() -> list[Case]:
+    """The cases that call agents.history.read."""
+    return select(USERHOST.cases().values(), [f"{area}.*" for area in HISTORY_AREAS] + HISTORY_CASES, [])
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +125,8 @@ def selections(
             wanted.add(f"{params['host']}-{params['area']}")
         elif function is test_suite_catches_mutant:
             wanted.add(f"mutant-{params['name']}")
+        elif function is test_a_host_without_history_read_fails_no_case:
+            wanted.add(WITHOUT_HISTORY_READ)
     runs = Selections(shared, _jobs(), wanted, DEADLINE)
     yield runs
     runs.close()
@@ -121,7 +139,7 @@ def test_mutant_registry() -> None:
     for name, mutant in MUTANTS.items():
         assert mutant.name == name
         assert name == name.lower() and " " not in name and "_" not in name, name
-        assert name != HARNESS, f"{HARNESS} is the name of the unbroken machinery"
+        assert name not in CONTROLS, f"{name} is the name of a control (nothing broken)"
         assert mutant.description and mutant.doc, f"{name} is not documented"
         assert mutant.requirements, f"{name} names no requirement"
         unknown = [rid for rid in mutant.requirements if rid not in known]
@@ -130,9 +148,11 @@ def test_mutant_registry() -> None:
 
 
 def test_each_mutant_is_built_from_one_extension_point() -> None:
-    """A relay in front of the host or a composition override, never both, never neither."""
-    for name, mutant in MUTANTS.items():
-        assert (mutant.relay is None) != (mutant.compose is None), name
+    """A relay in front of the host, a composition override or a startup override: exactly one of them (the
+    harness control has none: it is the plain relay)."""
+    for name, mutant in {**MUTANTS, **CONTROLS}.items():
+        built = [mutant.relay, mutant.compose, mutant.startup]
+        assert built.count(None) == (3 if name == HARNESS else 2), name
 
 
 def test_the_mutants_spread_over_the_areas() -> None:
@@ -192,3 +212,18 @@ def test_suite_catches_mutant(selections: Selections, name: str) -> None:
         f"the mutant {name} fails only cases aimed at other rules than {mutant.requirements}:\n"
         f"{summary(outcomes)}"
     )
+
+
+def test_a_host_without_history_read_fails_no_case(selections: Selections) -> None:
+    """A host whose wuu.personal serves no agents.history.read (optional in the catalog) fails no case: the
+    cases that need it skip, naming it, and the ones that only observe with it pass another way."""
+    outcomes = selections.outcomes(WITHOUT_HISTORY_READ)
+    failed = [outcome for outcome in outcomes if outcome.status not in ("passed", "skipped")]
+    assert not failed, f"a host without agents.history.read fails:\n{summary(failed)}\n\n{failed[0].message}"
+    skipped = [outcome for outcome in outcomes if outcome.status == "skipped"]
+    assert skipped and all("agents.history.read" in outcome.message for outcome in skipped), summary(skipped)
+    needing = {outcome.case.split(".", 1)[0] for outcome in skipped}
+    assert needing == {"history", "questions", "reactions", "search"}, summary(outcomes)
+    observing = [o for o in outcomes if o.case.split(".", 1)[0] in ("admission", "attachments", "restart")]
+    observing += [outcome for outcome in outcomes if outcome.case in HISTORY_CASES]
+    assert observing and all(outcome.status == "passed" for outcome in observing), summary(observing)

@@ -23,7 +23,8 @@ SERVE = [
     "{user_space}",
 ]
 SERVE += ["--product-domain", "{product_domain}"]
-REFERENCE = [*SERVE, "--composition-profile", "personal", "--stdio", "--listen", "unix:{socket}"]
+REFERENCE = [*SERVE, "--composition-profile", "personal", "--isolation", "{isolation}"]
+REFERENCE += ["--stdio", "--listen", "unix:{socket}"]
 """The reference host, as `make conformance` runs it."""
 
 
@@ -85,3 +86,10 @@ async def test_a_host_without_personal_skips_the_personal_cases() -> None:
     assert results["initialize.binding-reported"].status is Status.PASSED
     personal = [r for case_id, r in results.items() if case_id.startswith("admission.")]
     assert personal and all(r.status is Status.SKIPPED and "wuu.personal" in r.message for r in personal)
+
+
+async def test_a_host_that_takes_no_isolation_skips_the_isolation_case() -> None:
+    cases = select(USERHOST.cases().values(), ["startup.*"], [])
+    results = await run_all(cases, [*SERVE, "--stdio"], jobs=1, timeout=20)
+    assert results and all(r.status is Status.SKIPPED for r in results), results
+    assert all("takes no {isolation}" in r.message for r in results), results

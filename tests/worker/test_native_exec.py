@@ -10,6 +10,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import DEADLINE, alive, assert_gone, code, ok, pid_from_file, run_tool, same_path
 from wuu.worker.client import WorkerClient
 
@@ -85,3 +87,33 @@ async def test_a_cancelled_exec_command_is_answered_after_its_command_cleaned_up
     # The command got TERM and the reply waited for its handler: the file was there when `cancelled` came.
     assert (root / "cleaned.txt").read_text() == "done\n"
     assert not alive(pid)
+
+
+# Commands that leave a `sleep` running when their first process exits, and write its pid to `pid.txt`.
+LEFT_BEHIND = {
+    "in its process group": "sleep 1000 >/dev/null 2>&1 & echo $! > pid.txt",
+    # The subshell ends at once: the sleep has left the session and has no parent in the command any more.
+    "in a session of its own, orphaned": "(setsid sleep 1000 >/dev/null 2>&1 & echo $! > pid.txt)",
+    "orphaned and holding the output": "(setsid sleep 1000 & echo $! > pid.txt)",
+}
+
+
+@pytest.mark.parametrize("mode", ["standard", "unconfined"])
+@pytest.mark.parametrize("script", sorted(LEFT_BEHIND))
+async def test_what_a_command_leaves_running_is_gone_when_it_is_answered(
+    worker: WorkerClient, root: Path, mode: str, script: str
+) -> None:
+    result = ok(await run_tool(worker, "exec_command", mode=mode, argv=["sh", "-c", LEFT_BEHIND[script]]))
+    assert result["is_error"] is False and result["metadata"]["timed_out"] is False
+    # Already gone, not going: the reply came after the tree had ended.
+    assert not alive(int((root / "pid.txt").read_text()))
+
+
+@pytest.mark.parametrize("mode", ["standard", "unconfined"])
+async def test_exec_command_timeout_ends_descendants_that_left_the_command(
+    worker: WorkerClient, root: Path, mode: str
+) -> None:
+    script = f"{LEFT_BEHIND['in a session of its own, orphaned']}; sleep 1000"
+    result = ok(await run_tool(worker, "exec_command", mode=mode, argv=["sh", "-c", script], timeout_ms=500))
+    assert result["metadata"]["timed_out"] is True
+    assert not alive(int((root / "pid.txt").read_text()))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.helpers import (
     own_session,
     same_path,
     start,
+    until,
     wait_ended,
     wire_events,
 )
@@ -112,6 +114,29 @@ async def test_process_stop_kills_a_grandchild_that_ignores_term(worker: WorkerC
     assert stopped["status"] == "stopped"
     assert stopped["exit_code"] is None and stopped["signal"] == "KILL"
     await assert_gone(grandchild, shell)
+
+
+# Leaves its process group for one of its own (in the same session), writes its pid, and sleeps.
+GROUP_LEAVER = """
+import os, time
+os.setpgid(0, 0)
+with open("pid.txt", "w") as pid_file:
+    pid_file.write(f"{os.getpid()}\\n")
+time.sleep(1000)
+"""
+
+
+async def test_process_stop_ends_a_descendant_that_left_the_group_and_lost_its_parent(
+    worker: WorkerClient, root: Path
+) -> None:
+    (root / "leaver.py").write_text(GROUP_LEAVER)
+    # The subshell ends at once: the leaver's parent is gone, and only its session still tells where it is.
+    record = await start(worker, ["sh", "-c", f"({sys.executable} leaver.py &); sleep 1000"])
+    pid_file = root / "pid.txt"
+    await until(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), "the leaver's pid")
+    stopped = ok(await worker.request("process/stop", {"id": record["id"], "grace_ms": 200}))
+    assert stopped["status"] == "stopped"
+    assert not alive(int(pid_file.read_text()))
 
 
 async def test_process_stop_with_term_ends_a_process_that_honours_it(worker: WorkerClient) -> None:

@@ -7,10 +7,18 @@ Every test runs against each worker of WORKER_COMMANDS (tests/worker/conftest.py
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import code, ok, run_tool, same_path, start, wait_ended
 from wuu.worker.client import WorkerClient
+from wuu.worker.native import landlock
 
 
 async def test_read_only_refuses_file_mutations_with_permission_denied(
@@ -103,3 +111,94 @@ async def test_unconfined_commands_may_write_outside_the_root(worker: WorkerClie
     )
     assert result["is_error"] is False, result
     assert target.read_text() == "x\n"
+
+
+requires_scopes = pytest.mark.skipif(
+    landlock.abi_version() < 6, reason=f"needs Landlock ABI 6+ (ABI {landlock.abi_version()})"
+)
+
+# Run by a confined command: try to signal (signal 0) and to ptrace-attach every thread of its parent, the
+# worker; print one line per thread.
+REACH_THE_WORKER = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+worker = os.getppid()
+for tid in sorted(int(name) for name in os.listdir(f"/proc/{worker}/task")):
+    try:
+        os.kill(tid, 0)
+        signalled = "signalled"
+    except PermissionError:
+        signalled = "refused"
+    if libc.ptrace(16, tid, 0, 0) == 0:  # PTRACE_ATTACH: let go at once, the worker must go on
+        os.waitpid(tid, 0x40000000)  # __WALL
+        libc.ptrace(17, tid, 0, 0)  # PTRACE_DETACH
+        traced = "traced"
+    else:
+        traced = "refused"
+    print(tid, signalled, traced)
+"""
+
+CONNECT = "import socket, sys; socket.socket(socket.AF_UNIX).connect('\\0' + sys.argv[1]); print('connected')"
+
+
+@pytest.fixture
+def outsider() -> Iterator[int]:
+    """The pid of a process the test started itself, outside every command's domain."""
+    process = subprocess.Popen(["sleep", "1000"])
+    yield process.pid
+    process.kill()
+    process.wait()
+
+
+@requires_scopes
+@pytest.mark.parametrize("mode", ["standard", "read_only"])
+async def test_confined_commands_signal_only_their_own_processes(
+    worker: WorkerClient, outsider: int, mode: str
+) -> None:
+    outside = ok(await run_tool(worker, "exec_command", mode=mode, argv=["kill", "-0", str(outsider)]))
+    assert outside["is_error"] is True
+    assert "Operation not permitted" in outside["output"]
+    own = ok(await run_tool(worker, "exec_command", mode=mode, argv=["sh", "-c", "sleep 1000 & kill $!"]))
+    assert own["is_error"] is False, own
+    unconfined = ok(
+        await run_tool(worker, "exec_command", mode="unconfined", argv=["kill", "-0", str(outsider)])
+    )
+    assert unconfined["is_error"] is False, unconfined
+
+
+@requires_scopes
+async def test_each_confined_command_has_a_domain_of_its_own(worker: WorkerClient) -> None:
+    record = await start(worker, ["sleep", "1000"])
+    result = ok(await run_tool(worker, "exec_command", argv=["kill", "-0", str(record["pid"])]))
+    assert result["is_error"] is True
+    assert "Operation not permitted" in result["output"]
+
+
+@requires_scopes
+@pytest.mark.parametrize("mode", ["standard", "read_only"])
+async def test_confined_commands_can_neither_signal_nor_trace_the_worker(
+    worker: WorkerClient, tmp_path: Path, mode: str
+) -> None:
+    script = tmp_path / "reach.py"
+    script.write_text(REACH_THE_WORKER)
+    result = ok(await run_tool(worker, "exec_command", mode=mode, argv=[sys.executable, str(script)]))
+    assert result["is_error"] is False, result
+    lines = result["output"].splitlines()
+    assert lines and all(line.endswith(" refused refused") for line in lines), lines
+
+
+@requires_scopes
+@pytest.mark.parametrize("mode", ["standard", "read_only"])
+async def test_confined_commands_cannot_connect_to_an_abstract_socket_outside(
+    worker: WorkerClient, mode: str
+) -> None:
+    name = f"wuu-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("\0" + name)
+        listener.listen()
+        argv = [sys.executable, "-c", CONNECT, name]
+        confined = ok(await run_tool(worker, "exec_command", mode=mode, argv=argv))
+        assert confined["is_error"] is True
+        assert "PermissionError" in confined["output"]
+        unconfined = ok(await run_tool(worker, "exec_command", mode="unconfined", argv=argv))
+        assert unconfined["output"] == "connected\n"

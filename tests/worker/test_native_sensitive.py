@@ -6,6 +6,7 @@ Every test runs against each worker of WORKER_COMMANDS (tests/worker/conftest.py
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,61 @@ async def test_wuu_credential_files_are_blocked_for_reads_too(spawn: Spawner, ro
     # Listing the directory still shows the name.
     listing = ok(await run_tool(client, "list_dir", mode=mode, path="wuu-home"))
     assert listing["output"].splitlines() == ["auth.json", "config.toml"]
+
+
+@pytest.mark.parametrize("mode", ["standard", "read_only", "unconfined"])
+async def test_a_hard_link_to_a_wuu_credential_file_is_refused_as_that_file(
+    spawn: Spawner, root: Path, tmp_path: Path, mode: str
+) -> None:
+    wuu_home = tmp_path / "wuu-home"
+    wuu_home.mkdir()
+    client = await spawn(WUU_HOME=str(wuu_home))
+    await client.connect(str(root), SESSION)
+    # Made after the worker started: the files are looked up at each call.
+    (wuu_home / "auth.json").write_text('{"token": "t"}')
+    (wuu_home / "Remote.JSON").write_text('{"remote": "r"}')  # the rule's names fold ASCII case
+    os.link(wuu_home / "auth.json", root / "notes.txt")
+    os.link(wuu_home / "Remote.JSON", root / "remote.txt")
+    for name in ("notes.txt", "remote.txt"):
+        reply = await run_tool(client, "read_file", mode=mode, path=name)
+        assert code(reply) == "sensitive_path"
+        assert "wuu-credential" in reply["error"]
+    assert code(await client.request("export/open", {"path": "notes.txt"})) == "sensitive_path"
+    # Listing still shows the name, as it does in Wuu home itself.
+    listing = ok(await run_tool(client, "list_dir", mode=mode, path="."))
+    assert listing["output"].splitlines() == ["notes.txt", "remote.txt"]
+    assert (wuu_home / "auth.json").read_text() == '{"token": "t"}'
+
+
+async def test_writing_a_hard_link_to_a_wuu_credential_file_is_refused(
+    spawn: Spawner, root: Path, tmp_path: Path
+) -> None:
+    wuu_home = tmp_path / "wuu-home"
+    wuu_home.mkdir()
+    (wuu_home / "credentials.json").write_text("secret")
+    os.link(wuu_home / "credentials.json", root / "plain.txt")
+    client = await spawn(WUU_HOME=str(wuu_home))
+    await client.connect(str(root), SESSION)
+    # The path boundary refuses every write to a file with two links first; unconfined has no boundary.
+    reply = await run_tool(client, "write_file", path="plain.txt", content="changed")
+    assert code(reply) == "path_outside_root"
+    reply = await run_tool(client, "write_file", mode="unconfined", path="plain.txt", content="changed")
+    assert code(reply) == "sensitive_path"
+    reply = await run_tool(
+        client, "edit_file", mode="unconfined", path="plain.txt", old_string="secret", new_string="x"
+    )
+    assert code(reply) == "sensitive_path"
+    assert (wuu_home / "credentials.json").read_text() == "secret"
+
+
+async def test_a_file_with_a_second_link_elsewhere_stays_readable(
+    spawn: Spawner, root: Path, tmp_path: Path
+) -> None:
+    # Only the files the rules name are recognized by identity: any other hard link reads as before.
+    wuu_home = tmp_path / "wuu-home"
+    wuu_home.mkdir()
+    (wuu_home / "config.toml").write_text("ok = true\n")
+    os.link(wuu_home / "config.toml", root / "config.toml")
+    client = await spawn(WUU_HOME=str(wuu_home))
+    await client.connect(str(root), SESSION)
+    assert ok(await run_tool(client, "read_file", path="config.toml"))["output"] == "ok = true\n"

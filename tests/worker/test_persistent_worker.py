@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import shlex
+import stat
 import sys
 from pathlib import Path
 
@@ -59,6 +61,27 @@ async def test_a_later_connection_finds_the_processes_and_resumes_reads(
     stopped = (await second.request("process/stop", {"id": record["id"]}))["data"]
     assert stopped["status"] == "stopped"
     assert any(event.type.value == "stopped" for event in second.pending_events())
+
+
+async def test_the_socket_and_its_log_are_private_under_any_umask(
+    spawn_client: Spawner, tmp_path: Path
+) -> None:
+    """Under umask 000 the worker's socket and log are still 0600 from their creation, while its commands
+    keep the umask they inherit."""
+    socket = tmp_path / "worker.sock"
+    attach = shlex.join(
+        [sys.executable, "-m", "wuu.worker", "attach", "--socket", str(socket), "--lifetime-seconds", "30"]
+    )
+    client = await spawn_client(["sh", "-c", f"umask 000; exec {attach}"])
+    await initialize(client, tmp_path / "ws")
+    assert stat.S_IMODE(socket.stat().st_mode) == 0o600
+    assert stat.S_IMODE(socket.with_suffix(".log").stat().st_mode) == 0o600
+    record = await start(
+        client, ["sh", "-c", "echo x > made"], permission_mode="unconfined", cwd=str(tmp_path / "ws")
+    )
+    await until(lambda: (tmp_path / "ws" / "made").exists(), "the command's file")
+    assert stat.S_IMODE((tmp_path / "ws" / "made").stat().st_mode) == 0o666, record
+    await client.request("process/stop", {"id": record["id"]})
 
 
 async def test_a_later_connection_with_another_binding_is_refused(attach: Spawner, tmp_path: Path) -> None:

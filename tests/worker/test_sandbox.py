@@ -255,3 +255,33 @@ def test_each_abi_handles_all_of_its_filesystem_rights() -> None:
     assert landlock.handled_access_fs(2) == (1 << 14) - 1
     assert landlock.handled_access_fs(3) == landlock.handled_access_fs(4) == (1 << 15) - 1
     assert landlock.handled_access_fs(5) == landlock.handled_access_fs(7) == landlock.ALL_ACCESS_FS
+
+
+def test_scopes_come_with_abi_6() -> None:
+    assert landlock.handled_scopes(0) == landlock.handled_scopes(5) == 0
+    both = landlock.Scope.ABSTRACT_UNIX_SOCKET | landlock.Scope.SIGNAL
+    assert landlock.handled_scopes(6) == landlock.handled_scopes(7) == both
+
+
+@pytest.mark.skipif(sandbox_abi() < 6, reason=f"needs Landlock ABI 6+ (ABI {sandbox_abi()})")
+async def test_below_abi_6_the_sandbox_confines_writes_only(
+    monkeypatch: pytest.MonkeyPatch, dirs: Dirs
+) -> None:
+    outsider = subprocess.Popen(["sleep", "1000"])
+    try:
+        scoped = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (dirs.root,)))
+        monkeypatch.setattr(landlock, "abi_version", lambda: 5)
+        unscoped = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (dirs.root,)))
+        try:
+            script = f"kill -0 {outsider.pid} && echo signalled; echo x > '{dirs.outside}/file'"
+            below = await run(script, unscoped)
+            above = await run(script, scoped)
+        finally:
+            scoped.close()
+            unscoped.close()
+    finally:
+        outsider.kill()
+        outsider.wait()
+    assert below.stdout == "signalled\n" and "Permission denied" in below.stderr
+    assert above.stdout == "" and "Operation not permitted" in above.stderr
+    assert not (dirs.outside / "file").exists()

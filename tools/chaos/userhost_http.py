@@ -1,5 +1,7 @@
 """schemathesis against a live HTTP user host (row `schemathesis.userhost`): the pytest file
-tests/host/userhost/test_http_schemathesis.py in a subprocess, with 1,000 examples per operation at scale 1."""
+tests/host/userhost/test_http_schemathesis.py in a subprocess, with 1,000 examples per operation at scale 1
+and every check schemathesis has, `positive_data_acceptance` among them (the host takes every request the
+generated document allows)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         from ..run import run_execution_backend_v4
         from .worker import NativeWorker
 
-        # A descendant that left its command's session and process group escapes the worker's stop of
-        # that tree; as the subreaper the worker inherits it once orphaned, and ends it with the rest.
+        # A descendant that left its command's session and lost its parent cannot be traced to the command;
+        # as the subreaper the worker inherits it, ends it with an exec_command (trees.py), and at exit.
         adopt_orphans()
         try:
             asyncio.run(run_execution_backend_v4(NativeWorker().backend()))

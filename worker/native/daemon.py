@@ -47,10 +47,15 @@ async def serve_socket(path: Path, lifetime_s: float) -> None:
             activity.set()
 
     loop = asyncio.get_running_loop()
-    server = await loop.create_unix_server(
-        lambda: asyncio.StreamReaderProtocol(FrameReader(), connection), path=str(path)
-    )
-    os.chmod(path, 0o600)
+    # The socket is created 0600, never for a moment open to other users (chmod after bind would leave a
+    # window under a permissive umask); the umask is this process's, so it is restored before any command.
+    umask = os.umask(0o177)
+    try:
+        server = await loop.create_unix_server(
+            lambda: asyncio.StreamReaderProtocol(FrameReader(), connection), path=str(path)
+        )
+    finally:
+        os.umask(umask)
     try:
         while True:
             activity.clear()
@@ -85,6 +90,7 @@ def supervise(path: Path, lifetime_s: float) -> int:
     if child == 0:
         code = 1
         try:
+            adopt_orphans()  # the worker is the subreaper of its commands (trees.py); fork does not pass it on
             asyncio.run(serve_socket(path, lifetime_s))
             code = 0
         except BaseException:
@@ -109,7 +115,7 @@ def supervise(path: Path, lifetime_s: float) -> int:
 
 def _start_daemon(path: Path, lifetime_s: float) -> None:
     """Start `serve` detached from this process (its own session), logging next to its socket."""
-    log = path.with_suffix(".log").open("ab")
+    log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
     subprocess.Popen(
         [
             sys.executable,

@@ -1,8 +1,8 @@
-"""A minimal ctypes binding of Linux Landlock: probe the ABI, build a filesystem ruleset, restrict a process.
+"""A minimal ctypes binding of Linux Landlock: probe the ABI, build a ruleset, restrict a process.
 
-Only the filesystem half of Landlock is bound: the worker's sandbox restricts writes, not the network or
-signals (spec/schema/permissions/permission_modes.schema.json), so network rights (ABI 4) and scopes
-(ABI 6) stay unhandled on purpose.
+The filesystem rights and the scopes (ABI 6: abstract Unix sockets and signals) are bound; network rights
+(ABI 4) stay unhandled on purpose, as the sandbox does not restrict the network
+(spec/schema/permissions/permission_modes.schema.json).
 """
 
 from __future__ import annotations
@@ -57,6 +57,24 @@ FILE_ACCESS = (
 )
 ALL_ACCESS_FS = AccessFs(max(AccessFs) * 2 - 1)
 
+
+class Scope(enum.IntFlag):
+    """Landlock's scopes (`LANDLOCK_SCOPE_*`, ABI 6): what a domain's processes may not reach outside it."""
+
+    ABSTRACT_UNIX_SOCKET = 1 << 0
+    """Connecting or sending to an abstract Unix socket bound outside the domain."""
+    SIGNAL = 1 << 1
+    """Signalling a process outside the domain."""
+
+
+_FIRST_SCOPED_ABI = 6
+
+
+def handled_scopes(abi: int) -> Scope:
+    """Every scope the given ABI can restrict (none before ABI 6)."""
+    return Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL if abi >= _FIRST_SCOPED_ABI else Scope(0)
+
+
 # The highest right each ABI knows; ABIs 4, 6 and 7 added no filesystem right.
 _LAST_RIGHT_BY_ABI = (
     (5, AccessFs.IOCTL_DEV),
@@ -75,9 +93,13 @@ def handled_access_fs(abi: int) -> AccessFs:
 
 
 class _RulesetAttr(ctypes.Structure):
-    # Only the first field of `struct landlock_ruleset_attr`: passing its size leaves network rights and scopes
-    # unhandled, and every kernel since ABI 1 accepts it.
-    _fields_ = (("handled_access_fs", ctypes.c_uint64),)
+    # `struct landlock_ruleset_attr` as of ABI 6. Only as much of it as a ruleset uses is passed: the first
+    # field alone, which every kernel since ABI 1 accepts, when it handles no scope.
+    _fields_ = (
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    )
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -136,18 +158,22 @@ def unavailable_reason() -> str:
 
 
 def create_ruleset(rules: Mapping[str | os.PathLike[str], AccessFs], abi: int) -> int:
-    """Build a ruleset that handles every filesystem right of `abi` and grants `rules[path]` beneath each path.
+    """Build a ruleset that handles every filesystem right and every scope of `abi` and grants `rules[path]`
+    beneath each path.
 
     Rights the ABI does not know are dropped from a rule, and so are directory-only rights on a path that is not
     a directory, so a rule may ask for `ALL_ACCESS_FS`. Everything a rule does not grant is denied once the
-    ruleset is enforced. Returns the ruleset's file descriptor (close-on-exec: the kernel creates it so);
-    raises OSError when a path cannot be opened or the kernel refuses the ruleset.
+    ruleset is enforced, and so is reaching out of the domain where a scope applies (`handled_scopes`).
+    Returns the ruleset's file descriptor (close-on-exec: the kernel creates it so); raises OSError when a
+    path cannot be opened or the kernel refuses the ruleset.
     """
     handled = handled_access_fs(abi)
     if not handled:
         raise OSError(errno.ENOSYS, f"Landlock ABI {abi} restricts nothing")
-    attr = _RulesetAttr(handled_access_fs=handled)
-    ruleset_fd = int(_create_ruleset(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.sizeof(attr), 0))
+    scoped = handled_scopes(abi)
+    attr = _RulesetAttr(handled_access_fs=handled, scoped=scoped)
+    size = ctypes.sizeof(attr) if scoped else ctypes.sizeof(ctypes.c_uint64)  # handled_access_fs alone
+    ruleset_fd = int(_create_ruleset(_SYS_CREATE_RULESET, ctypes.byref(attr), size, 0))
     if ruleset_fd < 0:
         raise _last_error()
     try:
@@ -174,11 +200,11 @@ def _add_path_rule(ruleset_fd: int, path: str | os.PathLike[str], access: Access
 
 
 def restrict_self(ruleset_fd: int) -> None:
-    """Enforce the ruleset on the calling thread and its future children, for good.
+    """Enforce the ruleset on the calling thread and its future children, for good, in a new domain.
 
     Sets no_new_privs first (Landlock requires it of an unprivileged caller); both are per thread, so the
-    worker calls this on a thread dedicated to spawning confined commands. Raises OSError with the errno on
-    failure.
+    worker calls this only in a command's own process, between fork and exec. Raises OSError with the errno
+    on failure.
     """
     if sys.platform != "linux":
         raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))

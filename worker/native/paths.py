@@ -57,13 +57,17 @@ class Resolved:
     """The root's real path when the boundary applies (`standard`, `read_only`), else None."""
     requested: str
     """The path as the request named it, for error messages."""
+    check_opened: Callable[[os.stat_result, bool], None] | None = None
+    """Called with the fstat of each file opened for its content, and whether it is opened for writing,
+    before anything else touches it; it raises to refuse the file (the sensitive-path guard by identity)."""
 
     def open(self, flags: int, mode: int = 0o644) -> int:
         """os.open() of the path with `flags` (plus O_NOFOLLOW and O_CLOEXEC), race-free under the boundary.
 
         Under the boundary the open never leaves the root, whatever was swapped in since resolution:
         it is refused with `path_outside_root` instead, and so is a file opened for writing that has
-        more than one hard link (another link may name a file outside). Other failures raise OSError.
+        more than one hard link (another link may name a file outside). Then `check_opened` sees the file
+        (not for an O_PATH open, which reaches no content). Other failures raise OSError.
         """
         flags |= os.O_NOFOLLOW | os.O_CLOEXEC
         if self.root is None:
@@ -81,6 +85,12 @@ class Resolved:
             if writes and stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
                 os.close(fd)
                 raise _multi_link(self.requested)
+        if self.check_opened is not None and not flags & os.O_PATH:
+            try:
+                self.check_opened(os.fstat(fd), writes)
+            except BaseException:
+                os.close(fd)
+                raise
         return fd
 
     def directory(self) -> Path:

@@ -1,8 +1,8 @@
 """The background processes of one worker (`process/*`) and run-to-completion commands (`exec_command`).
 
-Every process runs in a session of its own, so its process group holds its whole tree: stopping it, its
-timeout and the worker's cleanup signal the group (TERM, a grace period, then KILL) and wait until no live
-member is left. stdout and stderr share one pipe, so the combined stream keeps the order the process wrote
+Every process runs in a session of its own, at the root of its tree (`trees`): stopping it, its timeout
+and the worker's cleanup signal the tree (TERM, a grace period, then KILL) and wait until none of it is
+left. stdout and stderr share one pipe, so the combined stream keeps the order the process wrote
 it in. A record ends (and its one terminal event goes out) only once the process is reaped and its output
 pipe has closed, so a reader that sees an ended record has seen every byte.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 import os
 import signal
@@ -42,23 +41,19 @@ from wuu.worker.errors import WorkerError
 from wuu.worker.native.children import ChildTransport, spawn
 from wuu.worker.native.output import OutputBuffer
 from wuu.worker.native.spawner import Spawner
+from wuu.worker.native.trees import Tree, now_tick, running
 
 _log = logging.getLogger(__name__)
 
 # TERM-to-KILL grace of timeouts and of the worker's cleanup: room for a clean exit, yet well inside the
 # native shutdown budget (7 s).
 _SHORT_GRACE_S = 1.0
-# How long a group may take to vanish after KILL before it counts as unkillable (uninterruptible sleep).
-_KILL_WAIT_S = 5.0
-# Once a tree is gone, how long its output pipe may stay open, held by a process that left the group
-# (setsid), before the worker stops reading it.
+# Once a tree is gone, how long its output pipe may stay open, held by a process outside it (one whose
+# parent had ended, for a background process), before the worker stops reading it.
 _ORPHAN_PIPE_S = 0.5
-# After an `exec_command` program exits, how long descendants may keep writing its output before the
-# rest of its group is killed.
+# After an `exec_command` program exits, how long the rest of its tree may keep writing its output before
+# it is killed.
 _COMMAND_DRAIN_S = 1.0
-# Polling interval while waiting for a process group to vanish: starts short, backs off.
-_POLL_MIN_S = 0.001
-_POLL_MAX_S = 0.05
 
 
 class ProcessRegistry:
@@ -224,7 +219,15 @@ class ProcessRegistry:
         ended; the others are stopped and reaped all the same.
         """
         self._closed = True
-        owned = [p for p in self._processes.values() if p.pipes is not None and not p.group_gone]
+        ended = [
+            p
+            for p in self._processes.values()
+            if p.pipes is not None and p.pid is not None and not p.tree_gone and p.pipes.exited.done()
+        ]
+        left = {tree.leader for tree in running([Tree(p.pid) for p in ended if p.pid is not None])}
+        for process in ended:
+            process.tree_gone = process.pid not in left
+        owned = [p for p in self._processes.values() if p.pipes is not None and not p.tree_gone]
         for process in owned:
             self._claim_stop(process, ProcessEventCause.SHUTDOWN)
         outcomes = await asyncio.gather(
@@ -268,11 +271,11 @@ class ProcessRegistry:
             _log.warning("stopping a process tree failed: %s", task.exception())
 
     async def _terminate(self, process: _Process, first: signal.Signals, grace_s: float) -> None:
-        """Signal the process's group, KILL it after `grace_s`, and wait until none of it is left."""
-        if process.pipes is None or process.transport is None or process.pid is None or process.group_gone:
+        """Signal the process's tree, KILL it after `grace_s`, and wait until none of it is left."""
+        if process.pipes is None or process.transport is None or process.pid is None or process.tree_gone:
             return
-        await _end_group(process.pid, process.pipes.exited, first, grace_s)
-        process.group_gone = True
+        await Tree(process.pid).end(process.pipes.exited, first, grace_s)
+        process.tree_gone = True
         done, _ = await asyncio.wait((process.pipes.drained,), timeout=_ORPHAN_PIPE_S)
         if not done:
             process.transport.close()  # ends the pipe, so the record can end
@@ -283,8 +286,6 @@ class ProcessRegistry:
         # The pipe closes when its last writer is gone: the process and every descendant that kept it.
         await pipes.drained
         transport.close()
-        if process.pid is not None and not _group_alive(process.pid):
-            process.group_gone = True
         returncode = transport.get_returncode()
         if process.stop_cause is not None:
             cause = process.stop_cause
@@ -293,6 +294,8 @@ class ProcessRegistry:
         else:
             cause = ProcessEventCause.EXIT
         status = ProcessStatus.EXITED if process.stop_cause is None else ProcessStatus.STOPPED
+        # Whether something of its tree outlives it is looked at only when it matters (a stop, the close):
+        # a look reads all of /proc, and a process's exit must not pay for it.
         self._end(process, status, cause, returncode, ended_at, ended_ns)
 
     def _end(
@@ -367,47 +370,51 @@ async def run_command(
     """Run a command to completion for `exec_command` and return how it ended.
 
     stdin is /dev/null; stdout and stderr are combined and only their last `max_output_bytes` are kept.
-    After `timeout_ms` the whole tree is killed (`timed_out`). Nothing of the command outlives the call:
-    descendants get `_COMMAND_DRAIN_S` after the program exits to finish their output, then the rest of
-    its group is killed. On cancellation the tree gets TERM, then KILL after `_SHORT_GRACE_S`, and the
-    CancelledError propagates only once the tree is gone, so that the request's terminal reply follows
-    the end of its command (a cancel at EOF that comes on top does not cut that wait short). A program
-    that cannot be started gives `start_error`, not an exception.
+    Nothing of the command's tree (`trees.Tree`, orphans that started since it did included) outlives the
+    call. When the program exits, the rest of its tree may finish its output: while it holds the output
+    pipe, for at most `_COMMAND_DRAIN_S` and never past `timeout_ms`; then it is killed. After `timeout_ms`
+    the whole tree is killed (`timed_out`). On cancellation the tree gets TERM, then KILL after
+    `_SHORT_GRACE_S`, and the CancelledError propagates only once the tree is gone, so that the request's
+    terminal reply follows the end of its command (a cancel at EOF that comes on top does not cut that wait
+    short). A program that cannot be started gives `start_error`, not an exception.
     """
     output = OutputBuffer(max_output_bytes)
     began = time.monotonic_ns()
+    since = now_tick()  # before the spawn: whatever the command starts, starts at or after it
     try:
         transport, pipes = await spawn(spawner, lambda: _Pipes(output), argv, cwd=cwd, env=env, stdin=False)
     except (OSError, subprocess.SubprocessError) as exc:
         # As a shell reports it: 127 not found, 126 not executable; None when the sandbox could not be applied.
         code = 127 if isinstance(exc, FileNotFoundError) else 126 if isinstance(exc, OSError) else None
         return CommandOutcome(b"", 0, code, None, False, time.monotonic_ns() - began, start_error=str(exc))
-    pgid = transport.get_pid()
+    tree = Tree(transport.get_pid(), since)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
     tree_gone = False
     try:
         done, _ = await asyncio.wait(
-            (pipes.exited,), timeout=None if timeout_ms is None else timeout_ms / 1000
+            (pipes.exited,), timeout=None if deadline is None else deadline - loop.time()
         )
         timed_out = not done
-        if timed_out:
-            _signal_tree(pgid, _escaped_descendants(pgid), signal.SIGKILL)
-            await pipes.exited
-        duration_ns = time.monotonic_ns() - began
-        await asyncio.wait((pipes.drained,), timeout=_COMMAND_DRAIN_S)
-        await _end_group(pgid, pipes.exited, signal.SIGKILL, 0.0)
+        if not timed_out:
+            drain = _COMMAND_DRAIN_S if deadline is None else min(_COMMAND_DRAIN_S, deadline - loop.time())
+            if drain > 0:
+                await asyncio.wait((pipes.drained,), timeout=drain)
+        await tree.end(pipes.exited, signal.SIGKILL, 0.0)
         tree_gone = True
         await asyncio.wait((pipes.drained,), timeout=_ORPHAN_PIPE_S)
     except asyncio.CancelledError:
         # The command may clean up on TERM, as a stopped process may: its handler drains meanwhile.
-        await _despite_cancellation(_end_group(pgid, pipes.exited, signal.SIGTERM, _SHORT_GRACE_S))
+        await _despite_cancellation(tree.end(pipes.exited, signal.SIGTERM, _SHORT_GRACE_S))
         tree_gone = True
         raise
     finally:
         if not tree_gone:
-            _signal_tree(pgid, _escaped_descendants(pgid), signal.SIGKILL)
+            tree.send(signal.SIGKILL)
         transport.close()
     returncode = transport.get_returncode()
-    assert returncode is not None  # the program was reaped above
+    assert returncode is not None and pipes.exited_ns is not None  # the program was reaped above
+    duration_ns = pipes.exited_ns - began
     _, data, _ = output.read(output.retained_start, max_output_bytes)
     return CommandOutcome(
         output=data,
@@ -443,6 +450,8 @@ class _Pipes(asyncio.SubprocessProtocol):
         """Resolved when the child has been reaped."""
         self.drained: asyncio.Future[None] = loop.create_future()
         """Resolved when the output pipe has closed (every writer gone, or the worker closed it)."""
+        self.exited_ns: int | None = None
+        """When the child was reaped (time.monotonic_ns)."""
         self._writable: asyncio.Future[None] | None = None  # pending while stdin's buffer is full
 
     def pipe_data_received(self, fd: int, data: bytes) -> None:
@@ -455,6 +464,7 @@ class _Pipes(asyncio.SubprocessProtocol):
             self.resume_writing()  # stdin is gone: nothing left to wait for
 
     def process_exited(self) -> None:
+        self.exited_ns = time.monotonic_ns()
         _resolve(self.exited)
 
     def pause_writing(self) -> None:
@@ -494,7 +504,7 @@ class _Process:
     ended_at: int | None = None
     duration_ns: int | None = None
     stop_cause: ProcessEventCause | None = None  # set before the worker first signals the process
-    group_gone: bool = False  # no member of the process group is left
+    tree_gone: bool = False  # no process of its tree is left
     supervisor: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
 
@@ -531,116 +541,6 @@ def _event(
     event_type: ProcessEventType, cause: ProcessEventCause, record: ExecutionProcessV4
 ) -> ProcessEvent:
     return ProcessEvent.model_validate({"Type": event_type, "Cause": cause, "Process": record})
-
-
-async def _end_group(
-    pgid: int, leader_exited: asyncio.Future[None], first: signal.Signals, grace_s: float
-) -> None:
-    """Send `first` to the tree, KILL it if it outlives `grace_s`, and wait until it is gone.
-
-    The tree is the process group plus the descendants that left it (`setsid`), found before any
-    signal so that they are still linked to their parents. A descendant that left the session and
-    was orphaned before this call cannot be traced without cgroups.
-    """
-    escaped = _escaped_descendants(pgid)
-    _signal_tree(pgid, escaped, first)
-    if first is not signal.SIGKILL and await _wait_tree_gone(pgid, escaped, leader_exited, grace_s):
-        return
-    escaped |= _escaped_descendants(pgid)
-    _signal_tree(pgid, escaped, signal.SIGKILL)
-    if not await _wait_tree_gone(pgid, escaped, leader_exited, _KILL_WAIT_S):
-        raise WorkerError(ErrorCode.INTERNAL, f"process group {pgid} outlived SIGKILL by {_KILL_WAIT_S:g} s")
-
-
-async def _wait_tree_gone(
-    pgid: int, escaped: set[int], leader_exited: asyncio.Future[None], timeout_s: float
-) -> bool:
-    """Wait up to `timeout_s` until the group's leader is reaped and no live member or escaped pid is left."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    # The leader is the worker's child; until asyncio reaps it, its zombie keeps the group alive.
-    done, _ = await asyncio.wait((leader_exited,), timeout=timeout_s)
-    if not done:
-        return False
-    delay = _POLL_MIN_S
-    while _group_alive(pgid) or any(_alive(pid) for pid in escaped):
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return False
-        await asyncio.sleep(min(delay, remaining))
-        delay = min(2 * delay, _POLL_MAX_S)
-    return True
-
-
-def _signal_tree(pgid: int, escaped: set[int], signum: signal.Signals) -> None:
-    _signal_group(pgid, signum)
-    for pid in escaped:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-
-
-def _process_table() -> dict[int, tuple[bytes, int, int]]:
-    """Every process: pid -> (state, ppid, process group), from /proc (empty where there is none)."""
-    table: dict[int, tuple[bytes, int, int]] = {}
-    try:
-        entries = os.scandir("/proc")
-    except OSError:
-        return table
-    with entries:
-        for entry in entries:
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat", "rb") as stat_file:
-                    stat = stat_file.read()
-            except OSError:
-                continue  # it ended while we looked
-            # After "pid (comm) ": state, ppid, pgrp, ... (comm may itself contain ") ").
-            fields = stat[stat.rindex(b")") + 2 :].split(maxsplit=3)
-            table[int(entry.name)] = (fields[0], int(fields[1]), int(fields[2]))
-    return table
-
-
-def _escaped_descendants(pgid: int) -> set[int]:
-    """Descendants of the group's members that are in another process group (they called setsid)."""
-    table = _process_table()
-    children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    pending = [pid for pid, (_, _, group) in table.items() if group == pgid]
-    escaped: set[int] = set()
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if table[child][2] != pgid and child not in escaped:
-                escaped.add(child)
-                pending.append(child)
-    return escaped
-
-
-def _alive(pid: int) -> bool:
-    state = _process_table().get(pid)
-    return state is not None and state[0] not in (b"Z", b"X")
-
-
-def _signal_group(pgid: int, signum: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):  # the group is already gone
-        os.killpg(pgid, signum)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether the process group has a member that is not a zombie."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a member runs as another user: it exists
-    # killpg also reaches zombies: members that are dead but whose parent (often an init that does not
-    # reap) has not collected them. They hold no resources, so only the live members count.
-    table = _process_table()
-    if not table:
-        return True  # no /proc to look closer: trust killpg
-    return any(group == pgid and state not in (b"Z", b"X") for state, _, group in table.values())
 
 
 def _signal_name(signum: int) -> str:

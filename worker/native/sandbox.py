@@ -4,19 +4,23 @@ spec/schema/permissions/permission_modes.schema.json and spec/schema/worker/exec
 
 `read_only` commands may write no file anywhere; `standard` commands may write only beneath the execution root
 and a private temporary directory. Both may read and execute everything, and both may write the few character
-devices that ordinary commands open for writing. The ruleset is built once per policy in the worker, and
-enforced once, on the thread of the policy's `ConfinedSpawner`, whose children all inherit it:
+devices that ordinary commands open for writing. Where Landlock has ABI 6, a command also may not signal, nor
+connect to an abstract Unix socket of, a process outside its own domain. The ruleset is built once per policy
+in the worker; each command enters it in its own process before it execs (`ConfinedSpawner`), so that every
+command has a domain of its own, which holds its descendants and no thread of the worker:
 
     sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (root, private_tmp)))
     child = await sandbox.spawner.popen(argv, cwd=root)
 
-If the ruleset cannot be enforced, every spawn raises `subprocess.SubprocessError` and no command runs.
+If the ruleset cannot be built or enforced, `Sandbox` raises SandboxUnavailable; a child that fails to enter it
+makes its spawn raise `subprocess.SubprocessError`, and runs nothing.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,7 +75,7 @@ def sandbox_abi() -> int:
 
 
 class Sandbox:
-    """Prepared once per policy (the ruleset fd, then the confined spawner thread); cheap per command."""
+    """Prepared once per policy (the ruleset, checked once); cheap per command."""
 
     def __init__(self, policy: SandboxPolicy) -> None:
         """Build the Landlock ruleset for `policy`; raises SandboxUnavailable when it cannot be enforced."""
@@ -96,13 +100,18 @@ class Sandbox:
             self._fd = landlock.create_ruleset(rules, abi)
         except OSError as error:
             raise SandboxUnavailable(f"the Landlock ruleset cannot be built: {error}") from error
+        try:
+            _probe(self._fd)
+        except OSError as error:
+            os.close(self._fd)
+            raise SandboxUnavailable(f"the Landlock ruleset cannot be enforced: {error}") from error
         self._spawner: ConfinedSpawner | None = None
 
     @property
     def spawner(self) -> ConfinedSpawner:
-        """The spawner whose children run confined by this policy (its thread starts on first use).
+        """The spawner whose children run confined by this policy, each in a domain of its own.
 
-        The ruleset fd is close-on-exec: the thread holds the domain, no command sees the fd.
+        The ruleset fd is close-on-exec: a child uses it before it execs, no command sees it.
         """
         if self._spawner is None:
             fd = self._fd
@@ -116,3 +125,21 @@ class Sandbox:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _probe(ruleset_fd: int) -> None:
+    """Enforce the ruleset on a thread that then ends, so that a kernel (or a seccomp filter) that refuses
+    it is told here, with its reason, rather than by every spawn; raises its OSError."""
+    failure: list[OSError] = []
+
+    def enforce() -> None:
+        try:
+            landlock.restrict_self(ruleset_fd)
+        except OSError as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=enforce, name="wuu-landlock-probe")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]

@@ -48,6 +48,8 @@ class _Rule:
     wholes: tuple[_Glob, ...]
     """Globs matched against all the components of the path."""
     exempt: tuple[re.Pattern[str], ...]
+    named: tuple[tuple[Path, _Glob], ...] = ()
+    """For an `under_home` rule: its home directory, with each glob relative to it, to find the files it names."""
 
     def matches(self, parts: _Components) -> bool:
         if not parts or any(glob.fullmatch(parts[-1]) for glob in self.exempt):
@@ -66,11 +68,15 @@ class SensitivePaths:
     ordinary name must be refused when the write would land on `.env`, also through a dangling symlink
     (or a chain of them) whose target does not exist yet, or through `..` after a symlink (`link/../x`
     acts on the parent of the link's target, not on the root's `x`).
+
+    Names are not enough for the files that `under_home` rules name (Wuu's credentials): another hard link,
+    or another way to the same directory, reaches the same file under a name no rule matches. So the file a
+    tool has opened is checked too (`check_opened`), by identity against those files as they are now.
     """
 
     def __init__(self, rules: SensitivePathRules, *, home: Path, wuu_home: Path) -> None:
         """Compile `rules`; `home` (`$HOME`) and `wuu_home` are the directories `under_home` rules use."""
-        homes = {SensitivePathHome.USER: _forms(home), SensitivePathHome.WUU: _forms(wuu_home)}
+        homes = {SensitivePathHome.USER: home, SensitivePathHome.WUU: wuu_home}
         self._rules = tuple(_compile(rule, homes) for rule in rules.rules)
 
     @classmethod
@@ -91,6 +97,29 @@ class SensitivePaths:
             read_blocked=any(rule.read_blocked for rule in found),
             rules=tuple(rule.id for rule in found),
         )
+
+    def check_opened(self, opened: os.stat_result, path: Path, *, write: bool) -> None:
+        """Refuse the file a tool opened (`opened`, its fstat) for writing, or for reading when the rule's
+        access is `read_write`, with `sensitive_path` when it is a file that an `under_home` rule names:
+        the same device and inode as one found under that home at the time of the call. `path` is the
+        path as requested, for the message."""
+        for rule in self._rules:
+            if not rule.named or not (write or rule.read_blocked):
+                continue
+            for named in _named_files(rule.named):
+                if any(glob.fullmatch(named.name) for glob in rule.exempt):
+                    continue
+                try:
+                    info = os.stat(named)
+                except OSError:  # gone meanwhile, or unreachable: it names no file the tool could open
+                    continue
+                if (info.st_dev, info.st_ino) == (opened.st_dev, opened.st_ino):
+                    operation = "writing" if write else "reading"
+                    raise WorkerError(
+                        ErrorCode.SENSITIVE_PATH,
+                        f"{operation} {os.fspath(path)!r} is refused: sensitive path ({rule.id}): it is the"
+                        f" file {os.fspath(named)!r}",
+                    )
 
     def check(self, path: Path, *, write: bool, acts_on: Path | None = None) -> None:
         """Refuse a write to a sensitive `path`, or a read of a read-blocked one, with `sensitive_path`
@@ -143,13 +172,16 @@ def _components(path: str) -> _Components:
     return tuple(part for part in os.path.normpath(path).split("/") if part)
 
 
-def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, tuple[_Components, ...]]) -> _Rule:
+def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, Path]) -> _Rule:
     globs = tuple(tuple(_glob(part) for part in pattern.split("/")) for pattern in rule.patterns)
+    named: tuple[tuple[Path, _Glob], ...] = ()
     if isinstance(rule, SensitiveHomeRule):
         # The home is a literal prefix: its characters are matched as themselves, case-insensitively.
-        prefixes = [tuple(re.compile(re.escape(part), _FLAGS) for part in home) for home in homes[rule.home]]
+        home = homes[rule.home]
+        prefixes = [tuple(re.compile(re.escape(part), _FLAGS) for part in form) for form in _forms(home)]
         suffixes: tuple[_Glob, ...] = ()
         wholes = tuple(prefix + glob for prefix in prefixes for glob in globs)
+        named = tuple((home, glob) for glob in globs)
     else:
         suffixes, wholes = globs, ()
     return _Rule(
@@ -158,7 +190,28 @@ def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, tuple[_C
         suffixes=suffixes,
         wholes=wholes,
         exempt=tuple(_glob(name) for name in rule.exempt or ()),
+        named=named,
     )
+
+
+def _named_files(named: tuple[tuple[Path, _Glob], ...]) -> list[Path]:
+    """The paths that exist under each home and match its glob, component by component."""
+    found: list[Path] = []
+    for home, glob in named:
+        level = [home]
+        for pattern in glob:
+            below: list[Path] = []
+            for directory in level:
+                try:
+                    with os.scandir(directory) as entries:
+                        below += [
+                            directory / entry.name for entry in entries if pattern.fullmatch(entry.name)
+                        ]
+                except OSError:  # missing, not a directory, or unreadable: it holds nothing to find
+                    continue
+            level = below
+        found += level
+    return found
 
 
 def _glob(component: str) -> re.Pattern[str]:

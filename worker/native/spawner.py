@@ -1,11 +1,13 @@
-"""Spawning a command's process: directly, or from a thread that holds a sandbox's Landlock domain.
+"""Spawning a command's process: unconfined, or confined by a sandbox that the child enters itself.
 
-Landlock confines a thread and everything it starts afterwards. A `preexec_fn` that confines each child makes
-`subprocess` fork the whole worker instead of using vfork, which costs several times the spawn itself. A
-`ConfinedSpawner` instead confines one dedicated thread, once, and every child that thread starts inherits the
-domain with a plain vfork+exec; the worker's other threads stay unconfined.
+A confined child enters its Landlock domain between fork and exec (a `preexec_fn`), so that every confined
+command gets a domain of its own and no thread of the worker is ever in one. A domain held by a worker
+thread would let the commands in it signal that thread (killing the worker) or ptrace it (and with it
+the worker's memory). The price is a fork of the worker per confined spawn instead of a vfork.
 
-Either way the child's exit is watched and its output read by `children.ChildTransport`, on the event loop.
+Either way the child's exit is watched and its output read by `children.ChildTransport`, on the event loop,
+and its pid is kept in SPAWNED, which tells the commands' own processes from the orphans the worker adopts
+(`trees`).
 """
 
 from __future__ import annotations
@@ -13,12 +15,42 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import queue
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
+
+
+class Spawned:
+    """The pids of the children this process has spawned, each kept while a process may still use it as its
+    session or process group (so that the number cannot have been given to another process meanwhile).
+
+    Between the fork of a child and its entry here, the child is a child of this process that nothing
+    names yet; the lock spans both, and whoever tells children apart by this set holds it too.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        """Held while a child is spawned and entered; hold it to look at the children of this process."""
+        self._pids: set[int] = set()
+
+    def popen(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """`subprocess.Popen(argv, **options)`, entered here before anyone can see the child unnamed."""
+        with self.lock:
+            child = subprocess.Popen(argv, **options)
+            self._pids.add(child.pid)
+        return child
+
+    def pids(self, in_use: Collection[int]) -> frozenset[int]:
+        """The pids spawned here, once those that no process uses any more (`in_use`: every pid, process
+        group and session that some process has) are forgotten. Call it with the lock held."""
+        self._pids &= set(in_use)
+        return frozenset(self._pids)
+
+
+SPAWNED = Spawned()
+"""The children of this process that its spawners started."""
 
 
 class Spawner:
@@ -26,86 +58,44 @@ class Spawner:
 
     async def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
         """Start `argv` with `subprocess.Popen` options; raises OSError or SubprocessError if it cannot start."""
-        return subprocess.Popen(argv, **options)
+        return SPAWNED.popen(argv, options)
 
 
 class ConfinedSpawner(Spawner):
-    """A thread that confined itself with `restrict` once; the children it starts inherit the confinement.
+    """Starts children that call `restrict` before they exec, from a thread off the event loop (a fork of the
+    whole worker takes a while).
 
-    A failed `restrict` makes every spawn fail with SubprocessError, so nothing ever runs unconfined in its
-    place. After `close`, spawns fail the same way.
+    A `restrict` that fails makes that spawn fail with SubprocessError, so nothing ever runs unconfined in
+    its place. After `close`, spawns fail the same way.
     """
 
     def __init__(self, restrict: Callable[[], None]) -> None:
         self._restrict = restrict
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
-        self._thread = threading.Thread(target=self._serve, name="wuu-confined-spawner", daemon=True)
-        self._thread.start()
 
     async def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[subprocess.Popen[bytes]] = loop.create_future()
         if self._closed:
             raise subprocess.SubprocessError("the sandbox is closed")
-        self._jobs.put(_Job(argv, options, loop, future))
+        loop = asyncio.get_running_loop()
+        spawned = loop.run_in_executor(None, lambda: self._spawn(argv, options))
         try:
-            return await asyncio.shield(future)
+            return await asyncio.shield(spawned)
         except asyncio.CancelledError:
             # The thread may be using the caller's fds right now, and may yet start the child: the request
-            # ends only after the job has, and nothing it started outlives it.
-            await _ended_despite_cancellation(future)
+            # ends only after the spawn has, and nothing it started outlives it.
+            await _ended_despite_cancellation(spawned)
             raise
 
     def close(self) -> None:
-        """Refuse later spawns; the thread ends once the spawns already asked for are answered."""
-        if not self._closed:
-            self._closed = True
-            self._jobs.put(None)
+        """Refuse later spawns."""
+        self._closed = True
 
-    def _serve(self) -> None:
+    def _spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
         try:
-            self._restrict()
-            refusal = None
-        except OSError as error:
-            refusal = f"the sandbox could not be applied: {error}"
-        while (job := self._jobs.get()) is not None:
-            if refusal is not None:
-                job.fail(subprocess.SubprocessError(refusal))
-                continue
-            try:
-                child = subprocess.Popen(job.argv, **job.options)
-            except BaseException as error:
-                job.fail(error)
-            else:
-                job.answer(child)
-
-
-class _Job:
-    """One spawn asked of the confined thread, answered on the asking loop."""
-
-    __slots__ = ("argv", "future", "loop", "options")
-
-    def __init__(
-        self,
-        argv: list[str],
-        options: dict[str, Any],
-        loop: asyncio.AbstractEventLoop,
-        future: asyncio.Future[subprocess.Popen[bytes]],
-    ) -> None:
-        self.argv, self.options, self.loop, self.future = argv, options, loop, future
-
-    def answer(self, child: subprocess.Popen[bytes]) -> None:
-        """Resolve the asking request's future with the child, on its loop (the asker shields the future)."""
-        self._call(self.future.set_result, child)
-
-    def fail(self, error: BaseException) -> None:
-        """Resolve the asking request's future with the spawn's failure, on its loop."""
-        self._call(self.future.set_exception, error)
-
-    def _call(self, settle: Callable[[Any], None], value: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: the worker is gone
-            self.loop.call_soon_threadsafe(settle, value)
+            return SPAWNED.popen(argv, {**options, "preexec_fn": self._restrict})
+        except subprocess.SubprocessError as error:
+            # The child's only Python code is `restrict`: subprocess says no more than that it raised.
+            raise subprocess.SubprocessError(f"the sandbox could not be applied: {error}") from None
 
 
 async def _ended_despite_cancellation(future: asyncio.Future[subprocess.Popen[bytes]]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -203,10 +204,14 @@ class NativeWorker:
         """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
         confined = mode is not PermissionMode.UNCONFINED
         resolved = resolve_tool_path(self._root, path, confined=confined, write=write)
-        requested = Path(path) if os.path.isabs(path) else self._root / path
+        requested = Path(os.path.normpath(Path(path) if os.path.isabs(path) else self._root / path))
         # Both the name asked and the path acted on: `notes -> .env` (dangling or not) writes `.env`.
-        self._sensitive.check(Path(os.path.normpath(requested)), write=write, acts_on=resolved.path)
-        return resolved
+        self._sensitive.check(requested, write=write, acts_on=resolved.path)
+        # And the file opened: a hard link to Wuu's auth.json is that file under another name.
+        return dataclasses.replace(
+            resolved,
+            check_opened=lambda opened, writes: self._sensitive.check_opened(opened, requested, write=writes),
+        )
 
     def _command_setup(
         self, cwd: str | None, env: dict[str, str] | None, mode: PermissionMode

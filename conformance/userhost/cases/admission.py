@@ -55,6 +55,15 @@ def user_texts(messages: list[dict[str, Any]]) -> list[str]:
     return [message["text"] for message in messages if message["role"] == "user"]
 
 
+async def expect_user_texts(host: HostSession, expected: list[str], what: str) -> None:
+    """Fail unless the user messages of the history are `expected`, newest first (when the host serves
+    agents.history.read: the receipts are then all there is to see)."""
+    messages = await history(host)
+    if messages is not None:
+        texts = user_texts(messages)
+        host.expect(texts == expected, f"{what}: the history's user messages are {texts}, not {expected}")
+
+
 @USERHOST.case("admission.main-session")
 async def main_session(host: HostSession) -> None:
     """agents.main_session answers the same ID twice and on a second client; agents.send and agents.receipts
@@ -107,17 +116,19 @@ async def receipt(host: HostSession) -> None:
         host.expect(got["history_seq"] is None, "a receipt not in history has a history_seq")
         return
     host.expect(got["history_seq"] is not None, "a receipt in history has no history_seq")
-    found = [m for m in await history(host) if m["message_seq"] == got["history_seq"]]
-    host.expect(found, f"the history has no message at the receipt's history_seq {got['history_seq']}")
-    message = found[0]
-    host.expect(
-        (message["role"], message["text"]) == ("user", text),
-        f"the message at history_seq is {message['role']} {message['text']!r}, not the user's text",
-    )
-    host.expect(
-        message["attachments"] == got["attachments"],
-        "the history's attachment metadata differs from the receipt's",
-    )
+    messages = await history(host)
+    if messages is not None:
+        found = [m for m in messages if m["message_seq"] == got["history_seq"]]
+        host.expect(found, f"the history has no message at the receipt's history_seq {got['history_seq']}")
+        message = found[0]
+        host.expect(
+            (message["role"], message["text"]) == ("user", text),
+            f"the message at history_seq is {message['role']} {message['text']!r}, not the user's text",
+        )
+        host.expect(
+            message["attachments"] == got["attachments"],
+            "the history's attachment metadata differs from the receipt's",
+        )
     second = await send(host, "a second input")
     host.expect(second["receipt_id"] != got["receipt_id"], "two inputs got the same receipt_id")
     host.expect(second["attachments"] == [], f"an input without attachments binds {second['attachments']}")
@@ -137,8 +148,10 @@ async def replay(host: HostSession) -> None:
         again = await send_input(host, envelope, on=client)
         host.expect(again["replayed"] is True, f"retry {number} answered replayed false")
         expect_same_receipt(host, again["receipt"], first["receipt"], f"retry {number}'s receipt")
-    texts = user_texts(await history(host))
-    host.expect(texts.count(text) == 1, f"the history holds the replayed input {texts.count(text)} times")
+    messages = await history(host)
+    if messages is not None:
+        count = user_texts(messages).count(text)
+        host.expect(count == 1, f"the history holds the replayed input {count} times")
     stored = await receipts(host, envelope["client_input_id"])
     host.expect(len(stored) == 1, f"agents.receipts found {len(stored)} receipts of one input")
 
@@ -163,8 +176,7 @@ async def request_id_conflict(host: HostSession) -> None:
         await send_error(host, other, "request_id_conflict")
     found = await receipts(host, others[0]["client_input_id"])
     host.expect(found == [], "a conflicting input with a new client input ID has a receipt")
-    texts = user_texts(await history(host))
-    host.expect(texts == ["the original"], f"the history's user messages are {texts}, not the original only")
+    await expect_user_texts(host, ["the original"], "after the conflicts")
     stored = await receipts(host, first["client_input_id"])
     attachments = [a["sha256"] for a in stored[0]["attachments"]] if stored else []
     host.expect(
@@ -186,8 +198,7 @@ async def client_input_conflict(host: HostSession) -> None:
     stored = await receipts(host, first["client_input_id"])
     host.expect(len(stored) == 1, f"agents.receipts found {len(stored)} receipts of one client input ID")
     expect_same_receipt(host, stored[0], admitted, "the first input's receipt")
-    texts = user_texts(await history(host))
-    host.expect(texts == ["the first input"], f"the history's user messages are {texts}")
+    await expect_user_texts(host, ["the first input"], "after the refusals")
 
 
 @USERHOST.case("admission.read-at-not-settable")
@@ -246,6 +257,6 @@ async def empty_text(host: HostSession) -> None:
         await send_error(host, envelope, "invalid_params", field="user_input.text")
         found = await receipts(host, envelope["client_input_id"])
         host.expect(found == [], "an empty input without attachments was admitted")
-    host.expect(user_texts(await history(host)) == [], "a refused empty input is in the history")
+    await expect_user_texts(host, [], "after refusing empty inputs")
     admitted = await send(host, "", [attachment(b"only a file")])
     host.expect(admitted["text_sha256"] == sha256_hex(b""), "empty text's text_sha256 is not SHA-256 of b''")

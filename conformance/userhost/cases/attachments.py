@@ -111,8 +111,9 @@ async def chunk_read(host: HostSession) -> None:
     contents = [content(100_000, 5), b"", b"\xfb", b"\xfb\xff"]
     files = [attachment(data, f"file-{n}.bin", "application/octet-stream") for n, data in enumerate(contents)]
     got = await send(host, "files to read back", files)
-    if got["in_history"]:
-        found = [m for m in await history(host) if m["message_seq"] == got["history_seq"]]
+    messages = await history(host) if got["in_history"] else None
+    if messages is not None:
+        found = [m for m in messages if m["message_seq"] == got["history_seq"]]
         host.expect(
             found and found[0]["attachments"] == got["attachments"],
             "the history's attachment metadata is not the receipt's",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from wuu.generated.catalog import (
     USERHOST_ATTACHMENT_READ_MAX_CHARS,
+    USERHOST_MAX_CLIENT_QUEUE_BYTES,
     USERHOST_MAX_CLIENT_TRANSPORTS,
     USERHOST_MAX_FRAME_BYTES,
 )
@@ -29,10 +30,13 @@ from ..suite import USERHOST
 PROBE_ID = "conformance-probe"
 CHUNK_BYTES = USERHOST_ATTACHMENT_READ_MAX_CHARS // 4 * 3
 """An attachment whose base64 encoding is exactly one maximal chunk."""
-STALL_LIMIT = 8 * USERHOST_MAX_FRAME_BYTES // USERHOST_ATTACHMENT_READ_MAX_CHARS
-"""The most maximal chunk reads the stalled client asks for: 8 x max_frame_bytes of answers it never reads
-(a client's outgoing queue holds at least max_frame_bytes; a host that holds eight times that has no bound
-the suite can see)."""
+OWED = USERHOST_MAX_CLIENT_QUEUE_BYTES + USERHOST_MAX_FRAME_BYTES
+"""What the stalled client is owed at most before the host disconnects it: the most a host queues for a
+client (max_client_queue_bytes), and one maximal message in transit (the one the host is writing, with what
+the operating system buffers)."""
+STALL_LIMIT = OWED // USERHOST_ATTACHMENT_READ_MAX_CHARS
+"""The maximal chunk reads the stalled client asks for: their answers (each longer than max_chars) come to
+more than OWED."""
 STALL_PACE = 0.02
 """Seconds between the stalled client's requests: it stalls for a while, so that a host that lets it block
 the others shows it."""
@@ -174,8 +178,10 @@ class Stall:
 
 
 def stalled_client(path: Path, lines: list[bytes], timeout: float) -> Stall:
-    """Connect, send `lines` one by one at STALL_PACE and never read, until the host closes the connection
-    (a write fails) or every line is sent. Blocking: it runs in a thread, away from the case's event loop."""
+    """Connect, send `lines` one by one at STALL_PACE and never read, then cancels of an unknown id at the
+    same pace for up to `timeout` s (a host that answers more slowly than the lines come has the time to catch
+    up), until the host closes the connection (a write fails). Blocking: it runs in a thread, away from the
+    case's event loop."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
         client.settimeout(timeout)
         client.connect(str(path))
@@ -184,6 +190,10 @@ def stalled_client(path: Path, lines: list[bytes], timeout: float) -> Stall:
         try:
             for line in lines:
                 client.sendall(line)
+                sent += 1
+                time.sleep(STALL_PACE)
+            while time.monotonic() - started < len(lines) * STALL_PACE + timeout:
+                client.sendall(frame(len(lines) + sent, "plugin/client/cancel", {"id": PROBE_ID}))
                 sent += 1
                 time.sleep(STALL_PACE)
         except (BrokenPipeError, ConnectionResetError):
@@ -216,8 +226,9 @@ async def round_trip(host: HostSession, connection: Connection) -> float:
 @USERHOST.case("clients.stalled-reader")
 async def stalled_reader(host: HostSession) -> None:
     """A socket client that asks for maximal attachment chunks and never reads is disconnected before it is
-    owed 8 x max_frame_bytes; meanwhile another client's requests are answered as before (its slowest wait
-    is under a third of the stall, or within 20 times its 90th percentile before the stall), and after it."""
+    owed max_client_queue_bytes + max_frame_bytes (then it only sends cancels, whose answers are small, for up
+    to the reply timeout); meanwhile another client's requests are answered as before (its slowest wait is
+    under a third of the stall, or within 20 times its 90th percentile before the stall), and after it."""
     main = await open_main(host)
     steady = await host.client()
     receipt = await send(
@@ -246,8 +257,8 @@ async def stalled_reader(host: HostSession) -> None:
     )
     host.expect(
         stall.disconnected,
-        f"the host did not disconnect a client that read none of {stall.sent - 1} answers of "
-        f"{USERHOST_ATTACHMENT_READ_MAX_CHARS} base64 characters",
+        f"the host did not disconnect a client that read none of the answers to {STALL_LIMIT} reads of "
+        f"{USERHOST_ATTACHMENT_READ_MAX_CHARS} base64 characters (over {OWED} bytes)",
     )
     slowest, allowed = max(during), max(stall.seconds / 3, 20 * ninetieth(baseline))
     host.expect(

@@ -94,7 +94,8 @@ async def user_input_required(host: HostSession) -> None:
 @USERHOST.case("plugin.user-input-rejected")
 async def user_input_rejected(host: HostSession) -> None:
     """A method that takes no user input (agents.main_session, agents.history.read, agents.receipts) called
-    with a valid user_input gets invalid_params naming the field user_input."""
+    with a valid user_input gets invalid_params naming the field user_input (an optional method the host
+    does not serve answers unsupported_method instead)."""
     main = await open_main(host)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("agents.main_session", {}),
@@ -103,25 +104,32 @@ async def user_input_rejected(host: HostSession) -> None:
     ]
     for method, params in calls:
         envelope = user_input(f"given to {method}")
-        await host.call_error(method, params, "invalid_params", user_input=envelope, field="user_input")
+        message = await host.call(method, params, user_input=envelope)
+        if not host.unserved(method, message):
+            host.expect_error(message, "invalid_params", f"{method} with user_input", "user_input")
 
 
 @USERHOST.case("plugin.invalid-params-field")
 async def invalid_params_field(host: HostSession) -> None:
     """Invalid params of a plugin call get invalid_params whose data.field is the dotted path of the bad
     field within the plugin/client/request params: a missing, an out-of-range and a mistyped plugin method
-    param (`params.<name>`), and a missing `params`, a malformed `plugin_id` and a mistyped
-    `user_input.text` of the call itself."""
+    param (`params.<name>`, of agents.history.read, or agents.history.search when the host does not serve
+    it), and a missing `params`, a malformed `plugin_id` and a mistyped `user_input.text` of the call
+    itself."""
     main = await open_main(host)
+    method = "agents.history.read"
+    query: dict[str, Any] = {}
+    if host.unserved(method, await host.call(method, {"session_id": main})):
+        method, query = "agents.history.search", {"query": "conformance"}  # the same page_size bounds
     inner: list[tuple[dict[str, Any], str]] = [
-        ({}, "params.session_id"),
-        ({"session_id": main, "page_size": 0}, "params.page_size"),
-        ({"session_id": main, "page_size": 101}, "params.page_size"),
-        ({"session_id": main, "page_size": "5"}, "params.page_size"),
-        ({"session_id": 7}, "params.session_id"),
+        (query, "params.session_id"),
+        ({"session_id": main, **query, "page_size": 0}, "params.page_size"),
+        ({"session_id": main, **query, "page_size": 101}, "params.page_size"),
+        ({"session_id": main, **query, "page_size": "5"}, "params.page_size"),
+        ({"session_id": 7, **query}, "params.session_id"),
     ]
     for params, field in inner:
-        await host.call_error("agents.history.read", params, "invalid_params", field=field)
+        await host.call_error(method, params, "invalid_params", field=field)
     envelope = user_input(client_input_id="conformance-typed", request_id="conformance-typed")
     outer = [
         ({"plugin_id": PERSONAL, "method": "agents.main_session"}, "params"),

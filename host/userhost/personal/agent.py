@@ -1,8 +1,9 @@
 """The main agent of the Personal conversation, behind an interface: the host runs its steps, assembles the
 model context of each (which is where input receipts get `read_at`) and saves what it says.
 
-An `Agent` is given an `AgentStep`: the inputs that wait for it, the recent history and the owner's reaction
-changes since its last step. It calls `assemble` with the messages it puts before its model; the host
+An `Agent` is given an `AgentStep`: the inputs that wait for it (the oldest first, every one of them over
+consecutive steps), the recent history with those inputs, and the owner's reaction changes since its last
+step. It calls `assemble` with the messages it puts before its model; the host
 records `read_at` for exactly the admitted inputs among them whose client input ID and history sequence are
 those of their receipts, and gives back the `ModelContext` a model adapter would receive. Then it saves
 replies (`reply`) and reacts to user messages (`react`: the `react_to_message` of
@@ -34,7 +35,10 @@ from .serial import SerialWork
 log = logging.getLogger("wuu.host.userhost.personal")
 
 CONTEXT_MESSAGES = 50
-"""The most history messages a step is offered."""
+"""The most recent history messages a step is offered besides the waiting inputs."""
+WAITING_INPUTS = 50
+"""The most waiting inputs one step is offered, oldest first: when more wait, the next steps offer the rest,
+so every admitted input reaches a context however many arrive at once."""
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,10 @@ class AgentStep:
     ) -> None:
         self.session_id = session_id
         self.pending = tuple(pending)
-        """The admitted inputs no model context has included yet, oldest first."""
+        """The admitted inputs no model context has included yet, oldest first (at most `WAITING_INPUTS`:
+        the next step offers the rest)."""
         self.history = tuple(history)
-        """The recent visible messages, oldest first (the pending inputs among them)."""
+        """The recent visible messages and every pending input, oldest first."""
         self.reactions = tuple(reactions)
         """The owner's reaction changes since the last step that showed them, newest first: current state
         only, at most 24. They are expression, not instructions or consent."""
@@ -136,9 +141,10 @@ ASK = "/ask "
 
 
 class StandInAgent:
-    """A deterministic stand-in for a model (not a model): each step puts the whole offered history before
-    its "model" and answers the newest waiting input with `Received: <its text>`; an input that starts with
-    `/ask ` makes it ask the owner the rest of the text as a waiting-user question instead."""
+    """A deterministic stand-in for a model (not a model): each step puts the whole offered history (the recent
+    messages and every waiting input) before its "model" and answers the newest waiting input with
+    `Received: <its text>`; an input that starts with `/ask ` makes it ask the owner the rest of the text as a
+    waiting-user question instead."""
 
     async def step(self, step: AgentStep) -> None:
         await step.assemble(step.history)
@@ -191,16 +197,18 @@ class MainAgentLoop:
         except UserHostError as error:
             log.error("the main agent has no conversation to step: %s", error)
             return False
-        waiting = await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)
+        waiting = await self._store.pending_inputs(session_id, WAITING_INPUTS)
         if not waiting:
             return False
         await self._step(session_id, waiting)
-        return (await self._store.pending_inputs(session_id, CONTEXT_MESSAGES)) != waiting
+        return (await self._store.pending_inputs(session_id, WAITING_INPUTS)) != waiting
 
-    async def _step(self, session_id: str, waiting: Sequence[int]) -> None:
-        history = await self._store.context(session_id, CONTEXT_MESSAGES)
-        by_seq = {message.message_seq: message for message in history}
-        pending = [by_seq[seq] for seq in waiting if seq in by_seq]
+    async def _step(self, session_id: str, pending: Sequence[ContextMessage]) -> None:
+        # The waiting inputs join the recent window wherever they are: under a burst the oldest of them are
+        # older than the window, and an input no context includes would never be read.
+        recent = await self._store.context(session_id, CONTEXT_MESSAGES)
+        by_seq = {message.message_seq: message for message in (*recent, *pending)}
+        history = [by_seq[seq] for seq in sorted(by_seq)]
         changes, mark = await self._store.reaction_changes(
             session_id, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
         )

@@ -21,12 +21,14 @@ from pathlib import Path
 from wuu.generated.models import UserHostErrorCode, UserInputAttachment
 
 from ..errors import UserHostError
+from ..private import create_file, make_directories
 from .provider import StagedAttachment
 
 FOLDER = "attachments"
 INCOMING = ".incoming"
 """Where bytes are written before they are renamed into place. What a crash leaves there, and bytes renamed
-into place whose admission a crash cut short (no receipt names them), are removed when the host starts."""
+into place whose admission a crash cut short (no receipt names them), are removed when the host starts: only
+by the host that holds the space's presence lock, so never while another host may be admitting them."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,13 @@ def decode(attachments: Sequence[UserInputAttachment]) -> list[DecodedAttachment
 
 
 class AttachmentFiles:
-    """The attachment files of one space."""
+    """The attachment files of one space. Build it only under the space's presence lock: it removes what a
+    crash left in the staging folder."""
 
     def __init__(self, files: Path) -> None:
         self.folder = files / FOLDER
         self._incoming = self.folder / INCOMING
-        self._incoming.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_directories(self._incoming)
         for leftover in self._incoming.iterdir():
             leftover.unlink(missing_ok=True)
 
@@ -92,11 +95,10 @@ class AttachmentFiles:
                 attachment_id = f"att_{secrets.token_hex(12)}"
                 path = self.folder / attachment_id
                 part = self._incoming / attachment_id
-                with open(part, "xb") as file:
+                with open(create_file(part), "wb") as file:
                     file.write(attachment.content)
                     file.flush()
                     os.fsync(file.fileno())
-                os.chmod(part, 0o600)
                 os.replace(part, path)
                 staged.append(
                     StagedAttachment(

@@ -10,6 +10,7 @@ out) no input is admitted, and the receipts already saved stay readable.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from ..review.startup import require_migrated
 from .agent import Agent, MainAgentLoop, StandInAgent
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .page_tokens import PageTokens
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
 from .sqlite.store import SqliteSessionDomain
@@ -79,9 +81,11 @@ def personal(
 
         board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn, delivered)
         try:
+            # The host holds the space's presence lock: no other host is staging bytes that this cleans up.
             files = AttachmentFiles(host.layout.files)
             stored = files.stored()
             files.remove(sorted(set(stored) - await store.known_attachments(stored)))
+            page_tokens = await asyncio.to_thread(PageTokens.of_state, host.layout.state)
             loop = MainAgentLoop(
                 agent or StandInAgent(),
                 store,
@@ -99,6 +103,7 @@ def personal(
                 clock=clock,
                 tasks=board,
                 attention=attention,
+                page_tokens=page_tokens,
                 input_receipts=input_receipts,
             )
         except BaseException:

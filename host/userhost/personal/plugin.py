@@ -10,8 +10,6 @@ offsets. Admission is idempotent by business request ID and acknowledged only on
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
 import logging
 import re
@@ -51,6 +49,7 @@ from ..plugins import Plugin, PluginCall
 from .agent import MainAgentLoop
 from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
 from .attention import AttentionService
+from .page_tokens import PageTokens
 from .provider import Admission, SessionDomain, Submission
 from .sqlite.messages import micros
 from .tasks import TaskBoard
@@ -78,6 +77,8 @@ class PersonalPlugin:
     """The space's hidden tasks and their replies' deliveries."""
     attention: AttentionService
     """The owner's user attention: `subscribe()` for its notifications."""
+    page_tokens: PageTokens
+    """Issues and checks the space's search page tokens."""
     input_receipts: bool = True
 
     def plugin(self) -> Plugin:
@@ -207,11 +208,11 @@ class PersonalPlugin:
         time_min = _bound(params.time_min, "params.time_min")
         time_max = _bound(params.time_max, "params.time_max")
         scope = search_scope(session_id, params.query, params.time_min, params.time_max)
-        before = None if params.page_token is None else _cursor(params.page_token, scope)
+        before = None if params.page_token is None else self.page_tokens.cursor(params.page_token, scope)
         size = params.page_size
         found = await self.store.search(session_id, params.query, time_min, time_max, before, size + 1)
         page = found[:size]
-        token = _page_token(page[-1].message_seq, scope) if len(found) > size else None
+        token = self.page_tokens.issue(scope, page[-1].message_seq) if len(found) > size else None
         return AgentsHistorySearchResult(messages=page, next_page_token=token)
 
     async def attachment_read(
@@ -277,30 +278,12 @@ def binding_digest(session_id: str, user_input: UserInput) -> str:
     return hashlib.sha256(orjson.dumps(bound)).hexdigest()
 
 
-def search_scope(session_id: str, query: str, time_min: str | None, time_max: str | None) -> str:
-    """What a search's page tokens are valid for."""
-    return hashlib.sha256(orjson.dumps([session_id, query, time_min, time_max])).hexdigest()[:24]
-
-
-def _page_token(seq: int, scope: str) -> str:
-    raw = orjson.dumps({"before": seq, "scope": scope})
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def _cursor(token: str, scope: str) -> int:
-    """The `before_seq` a page token carries; `invalid_params` for a token of another search or none."""
-    try:
-        decoded = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        before, token_scope = decoded["before"], decoded["scope"]
-    except (binascii.Error, ValueError, TypeError, KeyError):
-        before, token_scope = None, None
-    if token_scope != scope or not isinstance(before, int) or isinstance(before, bool) or before < 1:
-        raise UserHostError(
-            UserHostErrorCode.INVALID_PARAMS,
-            "page_token is not a token of this search (same session, query and bounds)",
-            "params.page_token",
-        )
-    return before
+def search_scope(
+    session_id: str, query: str, time_min: str | None, time_max: str | None
+) -> tuple[str | None, ...]:
+    """What a search's page tokens are valid for: the method, the session, the query and the bounds as
+    given."""
+    return ("agents.history.search", session_id, query, time_min, time_max)
 
 
 def _bound(value: str | None, field: str) -> int | None:

@@ -256,9 +256,8 @@ class SessionDomain(Protocol):
         """Save one assistant message; its history sequence. `kind` `text` is a visible message;
         `reasoning` and `tool` are hidden reasoning and execution-tool records, never projected to clients."""
 
-    async def pending_inputs(self, session_id: str, limit: int) -> list[int]:
-        """The sequences of the newest `limit` admitted inputs no model context has included yet, oldest
-        first."""
+    async def pending_inputs(self, session_id: str, limit: int) -> list[ContextMessage]:
+        """The oldest `limit` admitted inputs no model context has included yet, oldest first."""
 
     async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
         """The newest `limit` visible messages, oldest first, for an agent's model context."""

@@ -5,7 +5,7 @@ spec/data/review_ledger_sqlite.json), and the presence lock of user hosts that i
 - `layout`: both files' tables, from the spec's data; `snapshot`: frozen copies, the legacy snapshot;
   `digest`: `source_digest`; `provider`: the bundled provider `wuu.review-ledger.sqlite`;
 - `selection`: the provider a composition profile selects; `migration`: inspect and apply;
-- `presence`: the lock that running hosts share and the migration takes alone;
+- `presence`: the lock that a running host or the migration holds alone, and the host's record next to it;
 - `startup`: the Personal composition's startup check;
 - `cli`: `wuu state migrate-personal-review`.
 """

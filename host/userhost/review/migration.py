@@ -1,10 +1,11 @@
 """Inspect and apply the migration of a user space's legacy review ledger into the selected provider
 (spec/schema/receipts/review_migration.schema.json).
 
-Both hold the space's presence lock for their whole run, so no host starts or runs meanwhile, and both read
-the source and the destination through frozen copies. Inspection writes nothing. Apply imports only the
-snapshot whose digest the operator read from an inspection, into an empty destination, with the marker in
-the same transaction; a matching committed marker makes it `already-migrated` without writing anything.
+Both hold the space's presence lock for their whole run, so no host starts or runs meanwhile (nor another
+migration), and both read the source and the destination through frozen copies. Inspection writes nothing.
+Apply imports only the snapshot whose digest the operator read from an inspection, into an empty destination,
+with the marker in the same transaction; a matching committed marker makes it `already-migrated` without
+writing anything.
 """
 
 from __future__ import annotations
@@ -47,11 +48,11 @@ def migrate(
         raise ReviewLedgerError(f"there is no legacy review ledger at {source}: nothing to migrate")
     _require_owner(state, source)
     try:
-        presence = PresenceLock.acquire(state, exclusive=True)
-    except PresenceHeld:
+        presence = PresenceLock.acquire(state)
+    except PresenceHeld as held:
         raise ReviewLedgerError(
-            f"a user host is running for user space {selection.user_space_id!r} (it holds {state}): "
-            "stop every Personal host of the space, then run the command again"
+            f"user space {selection.user_space_id!r} is in use: {held}; stop every Personal host of the "
+            "space (and let any other migration end), then run the command again"
         ) from None
     with presence:
         source_path = os.path.realpath(source)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from wuu.generated.models import ReviewLedgerRowCounts
 
+from ..private import ensure_file
 from .errors import ReviewLedgerError
 from .layout import MARKERS, PROVIDER, RECORDS, check_table, create_table, insert_row
 from .snapshot import Snapshot, freeze
@@ -90,6 +91,7 @@ def import_snapshot(path: Path, source_path: str, snapshot: Snapshot, now: datet
     """Copy the snapshot's rows into the provider's file at `path` (created when missing) and commit the
     marker for `source_path`, all in one transaction. ReviewLedgerError, with nothing written, when the file
     is no longer empty once the transaction holds it."""
+    ensure_file(path)  # 0600 whatever the umask; its -wal and -shm take the same mode
     connection = sqlite3.connect(path, isolation_level=None)
     try:
         (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()

@@ -1,18 +1,14 @@
 """`python -m tests.conformance.userhost_mutants NAME serve ARGS...`: the reference user host with one rule
-broken, taking the arguments of `wuu-userhost serve` (`--list` prints the mutants; the name `harness` serves
-the relay with nothing broken)."""
+broken, taking the arguments of `wuu-userhost serve` (`--list` prints the mutants; the controls `harness` and
+`without-history-read`, in controls.py, serve hosts with nothing broken)."""
 
 from __future__ import annotations
 
 import sys
 
 from . import Mutant, load
+from .controls import CONTROLS
 from .server import main as serve
-
-HARNESS = Mutant(
-    "harness", "nothing broken: the plain relay in front of the reference host", (), None, None, ""
-)
-"""`harness` serves the mutants' machinery with nothing broken (the control of the harness itself)."""
 
 
 def describe(mutants: dict[str, Mutant]) -> str:
@@ -29,15 +25,15 @@ def main(argv: list[str]) -> int:
     if argv == ["--list"]:
         print(describe(mutants))
         return 0
-    mutants_and_control = {**mutants, HARNESS.name: HARNESS}
-    if len(argv) < 2 or argv[0] not in mutants_and_control or argv[1] != "serve":
+    mutants_and_controls = {**mutants, **CONTROLS}
+    if len(argv) < 2 or argv[0] not in mutants_and_controls or argv[1] != "serve":
         print(
             "usage: python -m tests.conformance.userhost_mutants NAME serve ARGS... | --list\n"
-            f"mutants: {', '.join(mutants)} (and {HARNESS.name}: nothing broken)",
+            f"mutants: {', '.join(mutants)} (and, with nothing broken: {', '.join(CONTROLS)})",
             file=sys.stderr,
         )
         return 2
-    return serve(mutants_and_control[argv[0]], argv[2:])
+    return serve(mutants_and_controls[argv[0]], argv[2:])
 
 
 sys.exit(main(sys.argv[1:]))

@@ -11,6 +11,8 @@
   builds the composer the host runs in place of the reference `personal()`, usually the reference composer
   with one of the plugin's method handlers wrapped (`wrap_method`, on the frozen `Plugin` with
   `dataclasses.replace`), or its host services or its `session.domain` provider wrapped.
+- **A startup override** breaks a rule of the host's start (the isolation check, what it writes first): the
+  mutant's process calls it, with the keyword arguments of `UserHost.start`, in place of that method.
 
 Nothing is monkeypatched: every other rule stays as the reference host has it.
 """
@@ -20,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -41,6 +44,21 @@ Message = dict[str, Any]
 Key = tuple[str, object]
 Compose = Callable[[], Composer]
 """A composition override: makes the composer the mutant host runs in place of the reference `personal()`."""
+Start = Callable[..., Awaitable[UserHost]]
+"""Starts a host, given the keyword arguments of `UserHost.start`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Startup:
+    """A startup override: the mutant's process starts its host with `start` instead of `UserHost.start`."""
+
+    start: Start
+
+    @property
+    def doc(self) -> str:
+        """How it breaks the rule: the docstring of `start`."""
+        return inspect.getdoc(self.start) or ""
+
 
 # A relay takes a client's line whole up to a little over the frame limit; a longer one streams through.
 RELAY_LINE_LIMIT = USERHOST_MAX_FRAME_BYTES + 1024
@@ -516,6 +534,8 @@ __all__ = [
     "ReplyRewriter",
     "RequestRewriter",
     "ServicesProxy",
+    "Start",
+    "Startup",
     "code_of",
     "encode",
     "error_message",

@@ -1,8 +1,9 @@
 """The mutant's process: the reference user host served in-process, each client connection through a relay.
 
 It takes the arguments of `wuu-userhost serve` (its own argument parser) and behaves as that command does
-(apart from the mutant's rule): it binds the host, composes the profile (the mutant's composition override
-in place of the reference Personal composition, when it has one), serves `--stdio` and `--listen unix:PATH`
+(apart from the mutant's rule): it starts the host (with the mutant's startup override in place of
+`UserHost.start`, when it has one), composes the profile (the mutant's composition override in place of the
+reference Personal composition, when it has one), serves `--stdio` and `--listen unix:PATH`
 and runs until SIGTERM or SIGINT, or, with `--stdio` alone, until that client has gone and the host is idle.
 Each client connection gets its own `NdjsonConnection` of the host on one end of a socket pair, and the
 mutant's relay between the client and the other end. gRPC is not served.
@@ -122,7 +123,8 @@ async def serve(mutant: Mutant, argv: list[str]) -> int:
         raise UsageError("give at least one transport: --stdio or --listen unix:PATH")
     if args.listen and (not args.listen.startswith("unix:") or not Path(args.listen[5:]).is_absolute()):
         raise UsageError(f"--listen: {args.listen!r} is not unix:PATH with an absolute path")
-    host = await UserHost.start(
+    start = mutant.startup.start if mutant.startup is not None else UserHost.start
+    host = await start(
         user_space_id=args.user_space,
         product_domain=args.product_domain,
         home=_home(args.home),

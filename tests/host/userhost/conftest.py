@@ -22,9 +22,9 @@ GrpcConnect = Callable[[], Awaitable[UserHostGrpcClient]]
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """The host's home (empty)."""
+    """The host's home (empty, private: a group-writable home, as a umask of 002 makes it, is refused)."""
     path = tmp_path / "home"
-    path.mkdir()
+    path.mkdir(mode=0o700)
     return path
 
 

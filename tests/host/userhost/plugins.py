@@ -4,7 +4,8 @@
 - `agents.main_session`: answers `{session_id: "main"}` at once (the cheap call of round trips);
 - `agents.history.search`, whose `query` says what to do: `sleep:S` sleeps S seconds (cancellable) and then
   answers no messages; `admit:NAME:S` admits work that writes `NAME` into the space's state folder after
-  S seconds, and answers at once; `fail` raises an unexpected error; anything else answers no messages;
+  S seconds, and answers at once; `fail` raises an unexpected error whose text names a file of the state
+  folder (`FAIL_PATH`), which no client may see; anything else answers no messages;
 - `agents.send` (it takes the user's input): answers a receipt of the input, unsaved;
 - `agents.react`: sends a `reactions` invalidation for the message to the connection's graph, and answers.
 """
@@ -12,7 +13,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
+import os
 from pathlib import Path
 
 from wuu.generated.models import (
@@ -31,6 +34,8 @@ from wuu.host.userhost import Plugin, PluginCall, UserHost
 PLUGIN_ID = "wuu.test"
 FINGERPRINT = "test-1"
 NOW = "2026-01-01T00:00:00Z"
+FAIL_PATH = "private/personal.sqlite"
+"""The file, under the state folder, that the error of a `fail` search names."""
 
 
 def make_test_plugin(host_ref: list[UserHost], state: Path) -> Plugin:
@@ -49,7 +54,7 @@ def make_test_plugin(host_ref: list[UserHost], state: Path) -> Plugin:
             name, _, seconds = rest.partition(":")
             call.admit(_write_later(state / name, float(seconds)))
         elif verb == "fail":
-            raise RuntimeError("the test plugin fails on purpose")
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(state / FAIL_PATH))
         return AgentsHistorySearchResult(messages=[], next_page_token=None)
 
     async def send(params: AgentsSendParams, call: PluginCall) -> AgentsSendResult:

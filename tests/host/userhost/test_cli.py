@@ -1,6 +1,7 @@
 """`wuu-userhost serve` as a real process: its help, the flags it refuses (exit 2, naming the flag or the
-startup error code, nothing written), `WUU_HOME`, a clean stop on SIGTERM with JSON-line logs, and the end
-of a stdio-only host after EOF once its admitted work is done.
+startup error code, nothing written), `WUU_HOME`, a clean stop on SIGTERM with JSON-line logs, the end
+of a stdio-only host after EOF once its admitted work is done, one host per home, user space and product
+domain (a second exits 2 naming the first), and private modes under the home whatever the umask.
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import DEADLINE, ROOT, until
+from tests.host.userhost.personal.conftest import attachment, main_session, result, send
 from wuu.generated.models import AgentsHistorySearchParams
 from wuu.host.userhost.client import UserHostClient
 
@@ -164,7 +168,8 @@ async def test_a_live_host_on_the_socket_makes_the_second_exit_2(home: Path, run
     process = await start([*BINDING, "--home", str(home), "--listen", f"unix:{path}"])
     try:
         await listening(process, path)
-        other = await start([*BINDING, "--home", str(home), "--listen", f"unix:{path}"])
+        # Another home: the socket, not the space, is what the second host cannot have.
+        other = await start([*BINDING, "--home", str(home.parent / "other"), "--listen", f"unix:{path}"])
         assert other.stderr is not None
         stderr = await asyncio.wait_for(other.stderr.read(), DEADLINE)
         assert await asyncio.wait_for(other.wait(), DEADLINE) == 2
@@ -204,3 +209,95 @@ async def test_a_stdio_host_ends_after_eof_once_its_admitted_work_is_done(home: 
             await client.process.wait()
     assert client.process.returncode == 0
     assert done.read_text() == "done"  # the process ended only after the work had written it
+
+
+async def test_a_second_host_on_the_same_home_exits_2_naming_the_first(home: Path, run_dir: Path) -> None:
+    path, grpc = run_dir / "userhost.sock", run_dir / "grpc.sock"
+    transports = ["--listen", f"unix:{path}", "--grpc", f"unix:{grpc}", "--http", "127.0.0.1:0"]
+    process = await start([*BINDING, "--composition-profile", "personal", "--home", str(home), *transports])
+    record = home / "user-spaces" / "local" / "personal" / "state" / "authority.json"
+    try:
+        await listening(process, path)
+        await until(lambda: record.exists() and "http" in record.read_text(), "the host to announce itself")
+        # Before the fix the second host started, cleaned the first's staging and served: with stdio alone and
+        # its stdin at EOF, it then exited 0.
+        second = subprocess.run(
+            [*COMMAND, *BINDING, "--composition-profile", "personal", "--home", str(home), "--stdio"],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=DEADLINE,
+        )
+        assert second.returncode == 2, second.stderr
+        assert "user_host_already_running" in second.stderr and "Traceback" not in second.stderr
+        named = re.search(r"a running user host \(pid (\d+); transports: ([^)]*)\)", second.stderr)
+        assert named is not None, second.stderr
+        assert int(named[1]) == process.pid
+        assert re.fullmatch(rf"unix:{path}, grpc unix:{grpc}, http 127\.0\.0\.1:\d+", named[2]), named[2]
+        client = await UserHostClient.connect_unix(path)  # the first still serves
+        try:
+            assert (await client.initialize()).user_space_id == "local"
+            assert await main_session(client)
+        finally:
+            await client.close()
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert not record.exists()  # the first stopped: the space is free
+    done = subprocess.run(
+        [*COMMAND, *BINDING, "--home", str(home), "--stdio"], input="", capture_output=True, timeout=DEADLINE
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def modes_under(home: Path) -> dict[str, str]:
+    """Every directory and file from `home` down (the home included), by relative path: `dir` or `file` and
+    its mode."""
+    found = {}
+    for name in [str(home), *everything_under(home)]:
+        info = os.stat(name)
+        kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+        found[os.path.relpath(name, home)] = f"{kind} {stat.S_IMODE(info.st_mode):04o}"
+    return found
+
+
+async def test_under_umask_000_every_directory_is_0700_and_every_file_0600(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    home, path = tmp_path / "wuu-home", run_dir / "userhost.sock"  # no home yet: the host creates it
+    process = await asyncio.create_subprocess_exec(
+        *COMMAND,
+        *(*BINDING, "--composition-profile", "personal", "--home", str(home), "--listen", f"unix:{path}"),
+        stdin=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        umask=0,
+    )
+    token = [str(Path(COMMAND[0])), "token", "create", "--name", "phone", "--home", str(home), *BINDING]
+    try:
+        await listening(process, path)
+        created = subprocess.run(token, capture_output=True, text=True, timeout=DEADLINE, umask=0)
+        assert created.returncode == 0, created.stderr
+        client = await UserHostClient.connect_unix(path)
+        try:
+            await client.initialize()
+            user_input = {"client_input_id": "c1", "request_id": "r1", "text": "with a file"}
+            user_input["attachments"] = [attachment(b"private bytes")]
+            assert result(await send(client, await main_session(client), user_input))["receipt"]["accepted"]
+        finally:
+            await client.close()
+        running = modes_under(home)
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    space = "user-spaces/local/personal"
+    for name in ("personal.sqlite", "personal.sqlite-wal", "personal.sqlite-shm", "http-tokens.json"):
+        assert f"{space}/state/{name}" in running, sorted(running)
+    assert any(name.startswith(f"{space}/files/attachments/att_") for name in running), sorted(running)
+    for found in (running, modes_under(home)):
+        assert {name: mode for name, mode in found.items() if mode not in ("dir 0700", "file 0600")} == {}

@@ -7,6 +7,7 @@ and calls of a connection whose captured graph is no longer current.
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from tests.helpers import DEADLINE
 from tests.host.userhost.conftest import Connect
-from tests.host.userhost.plugins import FINGERPRINT, PLUGIN_ID, make_test_plugin
+from tests.host.userhost.plugins import FAIL_PATH, FINGERPRINT, PLUGIN_ID, make_test_plugin
 from wuu.generated import validators
 from wuu.host.userhost import UserHost
 from wuu.host.userhost.client import UserHostClient
@@ -269,10 +270,19 @@ async def test_empty_text_without_attachments_is_invalid_params(connect: Connect
     )
 
 
-async def test_a_plugin_that_raises_is_internal(connect: Connect) -> None:
+async def test_a_plugin_that_raises_is_internal(connect: Connect, caplog: pytest.LogCaptureFixture) -> None:
     client = await initialized(connect)
     search = {"method": "agents.history.search", "params": {"session_id": "main", "query": "fail"}}
-    assert await plugin_failure(client, **search) == ("internal", None)
+    call = {"plugin_id": PLUGIN_ID, **search}
+    error = (await client.request("plugin/client/request", call, request_id="r-7"))["error"]
+    assert error["data"] == {"code": "internal"}
+    # The client gets an error id and nothing of the host's files; the log has the details under that id.
+    assert FAIL_PATH not in error["message"] and "state" not in error["message"]
+    found = re.search(r"error id ([0-9a-f]{16})", error["message"])
+    assert found is not None, error["message"]
+    logged = [record for record in caplog.records if getattr(record, "error_id", None) == found.group(1)]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+    assert FAIL_PATH in str(logged[0].exc_info[1]) and "'r-7'" in logged[0].getMessage()
     assert await plugin_result(client) == {"session_id": "main"}  # the connection goes on
 
 

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 from google.protobuf import empty_pb2, json_format, struct_pb2
@@ -38,6 +41,8 @@ from wuu.host.userhost import UnixServer, UserHost
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.grpc_client import UserHostGrpcClient
 from wuu.host.userhost.grpc_service import MESSAGE_OPTIONS, GrpcAddressError, GrpcServer
+from wuu.host.userhost.http import HttpAddress, HttpServer
+from wuu.host.userhost.tokens import TOKENS_FILE, TokenStore
 from wuu.host.userhost.unix import SocketInUse
 
 SERVICE = "wuu.userhost.v1.UserHost"
@@ -630,10 +635,12 @@ async def test_only_a_unix_socket_or_loopback_is_served(host: UserHost, address:
 
 
 async def test_a_loopback_server_on_port_0_reports_its_port(host: UserHost) -> None:
-    served = await GrpcServer.start(host, "127.0.0.1:0")
+    tokens = TokenStore(host.layout.state / TOKENS_FILE)
+    served = await GrpcServer.start(host, "127.0.0.1:0", tokens=tokens)
     try:
         assert served.address.host == "127.0.0.1" and 0 < served.address.port <= 65535
-        client = await UserHostGrpcClient.connect(f"127.0.0.1:{served.address.port}")
+        token = tokens.create("desk")
+        client = await UserHostGrpcClient.connect(f"127.0.0.1:{served.address.port}", token=token)
         try:
             assert (await client.initialize()).user_space_id == "local"
             assert host.clients == 1
@@ -641,6 +648,152 @@ async def test_a_loopback_server_on_port_0_reports_its_port(host: UserHost) -> N
             await client.close()
     finally:
         await served.close()
+
+
+async def test_a_tcp_address_needs_the_token_store_and_a_socket_takes_none(
+    host: UserHost, run_dir: Path
+) -> None:
+    tokens = TokenStore(host.layout.state / TOKENS_FILE)
+    with pytest.raises(GrpcAddressError, match="token store"):
+        await GrpcServer.start(host, "127.0.0.1:0")
+    with pytest.raises(GrpcAddressError, match="token store"):
+        await GrpcServer.start(host, f"unix:{run_dir / 'grpc.sock'}", tokens=tokens)
+
+
+def bearer(token: str) -> tuple[str, str]:
+    return ("authorization", f"Bearer {token}")
+
+
+async def unauthenticated(call: Awaitable[Any]) -> None:
+    """The call fails with UNAUTHENTICATED and carries nothing else: no JsonRpcError, no binding."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    assert caught.value.code() == S.UNAUTHENTICATED
+    assert [key for key, _ in caught.value.trailing_metadata() or ()] == []
+    assert caught.value.details() == "a valid bearer token is required"
+
+
+async def test_every_call_on_tcp_needs_a_valid_bearer_token(host: UserHost) -> None:
+    """Loopback is no boundary between OS users: a call without a token of the space, with a wrong or
+    revoked one, to any method of any service (health and unknown ones included), fails UNAUTHENTICATED."""
+    tokens = TokenStore(host.layout.state / TOKENS_FILE)
+    desk, phone = tokens.create("desk"), tokens.create("phone")
+    served = await GrpcServer.start(host, "127.0.0.1:0", tokens=tokens)
+    channel = grpc.aio.insecure_channel(served.address.target, options=MESSAGE_OPTIONS)
+    stub, health = UserHostStub(channel), health_pb2_grpc.HealthStub(channel)
+    try:
+        for metadata in [(), (bearer(desk + "x"),), (("authorization", desk),), (bearer("wuu_" + "A" * 43),)]:
+            await unauthenticated(stub.Initialize(init_params(), metadata=metadata))
+            await unauthenticated(stub.Shutdown(userhost_pb2.UserHostShutdownParams(), metadata=metadata))
+            await unauthenticated(stub.PluginClientInvalidate(empty_pb2.Empty(), metadata=metadata).read())
+            await unauthenticated(health.Check(health_pb2.HealthCheckRequest(), metadata=metadata))
+            unknown = channel.unary_unary(f"/{SERVICE}/Nope")
+            await unauthenticated(unknown(b"", metadata=metadata))
+        assert host.clients == 0
+        checked = await health.Check(health_pb2.HealthCheckRequest(), metadata=(bearer(desk),))
+        assert checked.status == health_pb2.HealthCheckResponse.SERVING
+
+        call = stub.Initialize(init_params(), metadata=(bearer(desk),))
+        await call
+        name = dict(await call.initial_metadata())[CONNECTION]
+        assert host.clients == 1
+        # A connection belongs to the token that opened it: another token cannot name it.
+        (
+            await fails(
+                stub.Shutdown(
+                    userhost_pb2.UserHostShutdownParams(), metadata=((CONNECTION, name), bearer(phone))
+                )
+            )
+        ).check("not_initialized")
+        assert host.clients == 1
+        # Revoking the token ends its connection, and the token is refused from then on.
+        tokens.revoke("desk")
+        await until(lambda: host.clients == 0, "the revoked token's connection to end")
+        await unauthenticated(stub.Initialize(init_params(), metadata=(bearer(desk),)))
+    finally:
+        await channel.close()
+        await served.close()
+
+
+async def test_a_revocation_reaches_every_listener_of_the_token_file(host: UserHost) -> None:
+    """gRPC and HTTP served from one token store: revoking a token ends its gRPC connection and its HTTP
+    event stream alike (each listener reads the file for itself)."""
+    tokens = TokenStore(host.layout.state / TOKENS_FILE)
+    token = tokens.create("desk")
+    served = await GrpcServer.start(host, "127.0.0.1:0", tokens=tokens)
+    http = await HttpServer.start(host, HttpAddress("127.0.0.1", 0), tokens)
+    client = await UserHostGrpcClient.connect(served.address, token=token)
+    try:
+        await client.initialize()
+        async with aiohttp.ClientSession() as web:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with web.get(f"http://{http.address}/v1/events", headers=headers) as stream:
+                assert stream.status == 200
+                await until(lambda: host.clients == 2 and http.streams == 1, "both transports to attach")
+                tokens.revoke("desk")
+                await until(lambda: host.clients == 0 and http.streams == 0, "both transports to end")
+    finally:
+        await client.close()
+        await http.close()
+        await served.close()
+
+
+async def test_a_token_file_that_cannot_be_read_refuses_without_details(host: UserHost) -> None:
+    tokens = TokenStore(host.layout.state / TOKENS_FILE)
+    token = tokens.create("desk")
+    tokens.path.unlink()
+    tokens.path.symlink_to(tokens.path)  # a loop: stat fails with ELOOP
+    served = await GrpcServer.start(host, "127.0.0.1:0", tokens=tokens)
+    channel = grpc.aio.insecure_channel(served.address.target, options=MESSAGE_OPTIONS)
+    try:
+        await unauthenticated(UserHostStub(channel).Initialize(init_params(), metadata=(bearer(token),)))
+    finally:
+        await channel.close()
+        await served.close()
+
+
+async def test_serve_grpc_on_loopback_authenticates_with_the_spaces_tokens(home: Path) -> None:
+    """`wuu-userhost serve --grpc 127.0.0.1:0`: the port it logs refuses a call without a token, and serves
+    one with a token of `wuu-userhost token create`."""
+    binding = ["--home", str(home), "--user-space", "local", "--product-domain", "personal"]
+    created = subprocess.run(
+        [sys.executable, "-m", "wuu.host.userhost", "token", "create", "--name", "desk", *binding],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    token = created.stdout.strip()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "wuu.host.userhost",
+        "serve",
+        *binding,
+        "--grpc",
+        "127.0.0.1:0",
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        async with asyncio.timeout(DEADLINE):
+            while True:
+                line = json.loads(await process.stderr.readline())
+                if line["message"] == "listening":
+                    break
+        address = line["address"]
+        channel = grpc.aio.insecure_channel(address, options=MESSAGE_OPTIONS)
+        try:
+            await unauthenticated(UserHostStub(channel).Initialize(init_params()))
+        finally:
+            await channel.close()
+        client = await UserHostGrpcClient.connect(address, token=token)
+        try:
+            assert (await client.initialize()).user_space_id == "local"
+        finally:
+            await client.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
 
 
 async def test_the_unix_socket_is_private_refuses_a_live_host_and_is_removed(

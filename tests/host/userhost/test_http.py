@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.host.userhost.plugins import FAIL_PATH
 from wuu.generated import validators
 from wuu.generated.catalog import USERHOST_MAX_CLIENT_TRANSPORTS, USERHOST_MAX_FRAME_BYTES
 from wuu.generated.models import (
@@ -196,6 +197,39 @@ async def test_without_a_valid_token_every_path_is_401_with_an_empty_body_and_no
     assert host.clients == 0
 
 
+async def raw_exchange(http: HttpServer, request: bytes) -> bytes:
+    """Everything the server answers to `request` on a new connection, until it closes it."""
+    host, _, port = http.address.rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(request)
+        async with asyncio.timeout(DEADLINE):
+            return await reader.read()
+    finally:
+        writer.close()
+
+
+async def test_requests_it_cannot_parse_learn_nothing_and_log_nothing(
+    http: HttpServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request aiohttp's parser refuses gets its bare status and the connection closes: no body quoting
+    the parser, this server's name only, and no log line (an unauthenticated client cannot fill the log);
+    a request-target that is no path (`OPTIONS *`) gets 401 like any other."""
+    caplog.set_level(logging.DEBUG)
+    for request in [
+        b"GET /v1/events HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 64,  # a TLS hello, on plain HTTP
+        b"GET /v1/events HTTP/9.9\r\nHost: x\r\n\r\n",
+    ]:
+        answer = await raw_exchange(http, request)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.split(b" ")[1] == b"400", answer
+        assert b"\r\nServer: wuu-userhost\r\n" in head and body == b"", answer
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("aiohttp")] == []
+    answer = await raw_exchange(http, b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 401 "), answer
+
+
 async def test_a_token_of_another_user_space_is_refused(
     web: aiohttp.ClientSession, http: HttpServer, home: Path
 ) -> None:
@@ -290,6 +324,8 @@ HTTP_MD_STATUSES = {
     "question_already_decided": 409,
     "input_receipts_unavailable": 503,
     "cancelled": 409,
+    "user_host_already_running": 409,
+    "user_host_storage_unsafe": 500,
 }
 
 
@@ -324,6 +360,8 @@ async def test_errors_have_their_status_and_the_json_rpc_error_body(
     for call, status, code in cases:
         got_status, body = await call
         assert (got_status, error_code(body)) == (status, code), (status, code, body)
+    _, body = await phone.plugin("agents.history.search", {"session_id": "main", "query": "fail"})
+    assert FAIL_PATH not in body["error"]["message"] and "error id" in body["error"]["message"]
     status, body = await phone.plugin("agents.main_session", {"extra": 1})
     assert (status, error_code(body), body["error"]["data"]["field"]) == (
         400,
@@ -584,6 +622,28 @@ async def test_a_revoked_token_is_refused_its_stream_closed_and_its_admitted_wor
     assert await phone.plugin("agents.main_session", {}) == (401, None)
     assert await desktop.plugin("agents.main_session", {}) == (200, {"session_id": "main"})
     await eventually(lambda: (host.layout.state / "after-revoke").exists(), "the admitted work completed")
+
+
+async def test_a_token_revoked_while_its_body_arrives_is_refused_and_attaches_nothing(
+    http: HttpServer, tokens: TokenStore, host: UserHost
+) -> None:
+    token = tokens.create("phone")
+    body = json.dumps({"params": {}}).encode()
+    head = (
+        f"POST /v1/plugins/wuu.test/agents.main_session HTTP/1.1\r\nHost: x\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    host_name, _, port = http.address.rpartition(":")
+    reader, writer = await asyncio.open_connection(host_name, int(port))
+    writer.write(head + body[:3])  # authenticated from its head; the body is still on its way
+    await asyncio.sleep(0.2)
+    tokens.revoke("phone")
+    writer.write(body[3:])
+    async with asyncio.timeout(DEADLINE):
+        answer = await reader.read()  # a 401 closes the connection
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 401 "), answer
+    assert host.clients == 0
 
 
 async def test_a_token_file_that_cannot_be_read_refuses_every_token(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import signal
 import sys
 import time
@@ -51,6 +52,8 @@ EXPECTED_INIT: dict[str, Any] = {
     "capabilities": [],
 }
 SLEEP = {"session_id": "main", "query": "sleep:30"}
+FAIL = {"session_id": "main", "query": "fail"}
+INTERNAL_MESSAGE = re.compile(r"the host failed to answer \(error id [0-9a-f]{16}; its log has the details\)")
 
 
 @dataclass
@@ -141,6 +144,14 @@ async def test_one_scenario_over_every_transport(clients: Clients) -> None:
         "plugin/client/request", {"plugin_id": "wuu.nope", "method": "agents.main_session", "params": {}}
     )
     assert missing["error"]["code"] == -32000 and missing["error"]["data"] == {"code": "plugin_not_found"}
+
+    # An unexpected failure is `internal` with an error id; the client learns nothing of the host's files.
+    failed = await client.request(
+        "plugin/client/request",
+        {"plugin_id": "wuu.test", "method": "agents.history.search", "params": FAIL},
+    )
+    assert failed["error"]["code"] == -32603 and failed["error"]["data"] == {"code": "internal"}
+    assert INTERNAL_MESSAGE.fullmatch(failed["error"]["message"]), failed["error"]["message"]
 
     params = {"plugin_id": "wuu.test", "method": "agents.history.search", "params": SLEEP}
     slow = asyncio.create_task(client.request("plugin/client/request", params, request_id="slow-1"))

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ...private import ensure_file
 from .schema import check_version, migrate
 
 T = TypeVar("T")
@@ -66,13 +67,15 @@ class Database:
         setup: Callable[[sqlite3.Connection], None] | None = None,
         prepare: Prepare | None = None,
     ) -> Database:
-        """Open (or create) the file, migrate its schema to this build's, run `setup` in one transaction,
+        """Open (or create, mode 0600) the file, migrate its schema to this build's, run `setup` in one transaction,
         and start the writer; every connection is prepared by `prepare`. StoreVersionError for a store of a
         newer build."""
 
         def opened() -> sqlite3.Connection:
             if path.exists():
                 check_version(path)  # before any setting that writes (journal_mode) touches the file
+            else:
+                ensure_file(path)  # 0600 whatever the umask; SQLite gives its -wal and -shm the same mode
             connection = connect(path, prepare)
             try:
                 migrate(connection)

@@ -223,14 +223,15 @@ class SqliteSessionDomain:
             lambda c: append_message(c, session_id, "assistant", text, now, kind, indexed=indexed)
         )
 
-    async def pending_inputs(self, session_id: str, limit: int) -> list[int]:
-        def read(connection: sqlite3.Connection) -> list[int]:
+    async def pending_inputs(self, session_id: str, limit: int) -> list[ContextMessage]:
+        def read(connection: sqlite3.Connection) -> list[ContextMessage]:
             rows = connection.execute(
-                "SELECT history_seq FROM input_receipts WHERE session_id = ? AND read_at IS NULL "
-                "AND history_seq IS NOT NULL ORDER BY history_seq DESC LIMIT ?",
+                "SELECT m.seq, m.role, m.text, r.client_input_id FROM input_receipts r JOIN messages m "
+                "ON m.session_id = r.session_id AND m.seq = r.history_seq WHERE r.session_id = ? "
+                "AND r.read_at IS NULL ORDER BY r.history_seq LIMIT ?",
                 (session_id, limit),
             )
-            return [seq for (seq,) in rows][::-1]
+            return [ContextMessage(*row) for row in rows]
 
         return await self.database.read(read)
 

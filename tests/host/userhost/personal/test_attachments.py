@@ -14,22 +14,28 @@ Covered, over the real Unix socket on the real SQLite file:
 - not_found: an unknown attachment, an attachment read with another (existing) session's ID, an unknown
   session;
 - on disk: the bytes are one file `<home>/user-spaces/local/personal/files/attachments/<attachment_id>`,
-  mode 0600, with exactly the submitted bytes; no history, search or receipt JSON names its path.
+  mode 0600, with exactly the submitted bytes; no history, search or receipt JSON names its path;
+- a second host of the same space cannot start while the first has bytes renamed into place whose receipt
+  is not yet committed, so its startup cleanup never removes them: they stay readable once admitted.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
 import random
 import stat
+import subprocess
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.helpers import DEADLINE
 from tests.host.userhost.personal.conftest import (
     Attach,
     Inputs,
@@ -41,10 +47,14 @@ from tests.host.userhost.personal.conftest import (
     files_in,
     result,
     send,
+    serve_command,
     silent,
 )
 from wuu.generated.models import UserHostErrorCode as Code
+from wuu.host.userhost import UserHost
 from wuu.host.userhost.client import UserHostClient
+from wuu.host.userhost.personal.provider import Admission, Submission
+from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
 
 MIB = 1024 * 1024
 BIG = 20 * MIB
@@ -316,3 +326,53 @@ async def test_final_sha256_is_the_digest_of_the_bytes_as_read(open_space: Open,
     assert base64.b64decode(chunk["data"]) == changed
     assert chunk["eof"] is True and chunk["attachment"] == metadata
     assert chunk["final_sha256"] == hashlib.sha256(changed).hexdigest() != metadata["sha256"]
+
+
+class HeldAdmission(SqliteSessionDomain):
+    """The bundled provider, holding each admission with attachments after its bytes are renamed into place
+    and before its receipt is committed, until the test lets it go."""
+
+    staged: asyncio.Event
+    go: asyncio.Event
+
+    async def admit(self, submission: Submission, now: datetime) -> Admission:
+        if submission.attachments:
+            self.staged.set()
+            await self.go.wait()
+        return await super().admit(submission, now)
+
+
+async def test_a_second_host_never_cleans_up_bytes_the_first_is_admitting(
+    start_space: StartSpace, attach: Attach, inputs: Inputs, run_dir: Path
+) -> None:
+    held: list[HeldAdmission] = []
+
+    async def provider(host: UserHost, now: datetime) -> HeldAdmission:
+        store = await HeldAdmission.open(host.layout.state, host.user_space_id, host.product_domain, now)
+        store.staged, store.go = asyncio.Event(), asyncio.Event()
+        held.append(store)
+        return store
+
+    space = await start_space(agent=silent(), provider=provider)
+    client = await attach(space)
+    content = b"bytes renamed into place, their receipt not yet committed"
+    sending = asyncio.create_task(send(client, space.main, inputs("held", [attachment(content)])))
+    await asyncio.wait_for(held[0].staged.wait(), DEADLINE)
+    (staged,) = files_in(space.files / "attachments")
+
+    # Another `wuu-userhost serve` on the same home: its startup cleanup would remove the staged bytes (they
+    # are named by no receipt yet). Before the fix it started, removed them, served its stdin and exited 0.
+    command = [*serve_command(space.home, run_dir / "second.sock")[:-2], "--stdio"]
+    second = await asyncio.to_thread(
+        subprocess.run, command, input="", capture_output=True, text=True, timeout=DEADLINE
+    )
+    assert staged.read_bytes() == content, "the second host removed the first's staged bytes"
+    assert second.returncode == 2 and "user_host_already_running" in second.stderr, second.stderr
+
+    held[0].go.set()
+    receipt = result(await sending)["receipt"]
+    assert receipt["accepted"] is True
+    (metadata,) = receipt["attachments"]
+    assert metadata["attachment_id"] == staged.name
+    chunk = result(await read_chunk(client, space.main, metadata["attachment_id"], offset=0))
+    assert base64.b64decode(chunk["data"]) == content and chunk["eof"] is True

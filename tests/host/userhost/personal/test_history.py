@@ -12,20 +12,28 @@ Covered, over the real Unix socket on the real SQLite file:
 - search: Unicode case-insensitive substring matching (É/é, Ω/ω, Д/д, ß/SS), a query with double quotes
   or FTS syntax taken literally, 1-2 character queries (too short for the trigram index), newest first,
   `page_token` pagination with no duplicates or gaps (default page 20), tokens refused (invalid_params
-  `params.page_token`) with another query or other bounds or when garbage, and still valid while new
-  messages arrive;
+  `params.page_token`) with another query or other bounds or when garbage, forged (the unsigned cursor
+  of 2^63 of the attack of issue 22, a signed token's MAC on another cursor, random bytes), still valid while
+  new messages arrive and after a restart (the space's key in `state/page-tokens.key`, 0600; a damaged key
+  stops the start);
 - time bounds on the conftest's manual clock: `time_min` inclusive, `time_max` exclusive exactly at the
   boundaries (offsets, lowercase designators, sub-microsecond fractions), applied before pagination, and a
   bad timestamp refused naming the field;
 - legacy messages without a timestamp (nulled in the store's file while the host runs): found by an
   unbounded search with `created_at` null, excluded by any bound;
-- another session than the main one: `not_found` for both methods.
+- another session than the main one: `not_found` for both methods;
+- every client integer that reaches SQLite (`before_seq`, `message_seq`, `message_seqs`,
+  `expected_revision`, `offset`) is refused from 2^63 naming the field, and answered at 2^63 - 1.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,7 +55,7 @@ from tests.host.userhost.personal.conftest import (
 )
 from wuu.generated.models import UserHostErrorCode as Code
 from wuu.host.userhost.client import UserHostClient
-from wuu.host.userhost.personal import Agent, AgentStep
+from wuu.host.userhost.personal import Agent, AgentStep, StoreError
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 MESSAGE_KEYS = {"message_seq", "role", "text", "created_at", "reaction_eligible", "reactions", "attachments"}
@@ -477,6 +485,88 @@ async def test_a_token_is_valid_only_for_its_own_search(open_space: Open, inputs
     assert await found(client, space.main, "token", page_size=2, page_token=bounded_token, **bounds) == [4, 3]
 
 
+def unsigned_token(before: Any, scope: str) -> str:
+    """A page token in the unsigned format the host issued before issue 22: base64url of
+    `{"before": <seq>, "scope": <24 hex of the search's digest>}`."""
+    raw = json.dumps({"before": before, "scope": scope}).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def forged_cursors(token: str, *cursors: int) -> list[str]:
+    """The token with its first 8 bytes (the cursor) replaced, its MAC kept."""
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    return [
+        base64.urlsafe_b64encode(cursor.to_bytes(8, "big") + raw[8:]).decode("ascii").rstrip("=")
+        for cursor in cursors
+    ]
+
+
+async def test_a_forged_token_is_invalid_params_never_internal(open_space: Open, inputs: Inputs) -> None:
+    """The attack: an unsigned cursor of 2^63, past SQLite's integers. Every token the host did not issue
+    for this search is `invalid_params` naming `params.page_token`, and the host keeps serving."""
+    space, client = await open_space(agent=silent())
+    for index in range(4):
+        await say(space, client, inputs, f"forge {index}")
+    first = await search(client, space.main, "forge", page_size=2)
+    token = first["next_page_token"]
+    other = (await search(client, space.main, "forg", page_size=2))["next_page_token"]
+    old_scope = hashlib.sha256(
+        json.dumps([space.main, "forge", None, None], separators=(",", ":")).encode()
+    ).hexdigest()[:24]
+    forgeries = [
+        unsigned_token(2**63, old_scope),  # the attack's token
+        unsigned_token(2**63 - 1, old_scope),
+        unsigned_token(3, old_scope),
+        unsigned_token(-(2**63) - 1, old_scope),
+        *forged_cursors(token, 2**63, 2**64 - 1, 0, 2, 4),  # the real MAC on another cursor
+        other,  # a real token of another query
+        *(base64.urlsafe_b64encode(os.urandom(size)).decode().rstrip("=") for size in (40, 40, 1, 64, 700)),
+        token[:-1] + ("A" if token[-1] != "A" else "B"),
+        token + "=",
+        "+" + token[1:],  # another spelling of the same bytes (the standard alphabet)
+    ]
+    for forged in forgeries:
+        assert forged != token
+        response = await call(
+            client,
+            "agents.history.search",
+            {"session_id": space.main, "query": "forge", "page_size": 2, "page_token": forged},
+        )
+        error(response, Code.INVALID_PARAMS, "params.page_token")
+    assert await found(client, space.main, "forge", page_size=2, page_token=token) == [2, 1]
+
+
+async def test_a_token_survives_a_restart_under_the_spaces_key(
+    start_space: StartSpace, attach: Attach, inputs: Inputs
+) -> None:
+    first = await start_space(agent=silent())
+    client = await attach(first)
+    for index in range(5):
+        await say(first, client, inputs, f"lasting {index}")
+    token = (await search(client, first.main, "lasting", page_size=2))["next_page_token"]
+    key = first.state / "page-tokens.key"
+    secret = key.read_bytes()
+    assert len(secret) == 32 and stat.S_IMODE(key.stat().st_mode) == 0o600
+    await first.host.close()
+
+    again = await start_space(agent=silent())
+    client = await attach(again)
+    assert await found(client, again.main, "lasting", page_size=2, page_token=token) == [3, 2]
+    assert key.read_bytes() == secret
+
+
+async def test_a_damaged_key_stops_the_start_naming_the_file(start_space: StartSpace, home: Path) -> None:
+    space = await start_space(agent=silent())
+    key = space.state / "page-tokens.key"
+    await space.host.close()
+    key.write_bytes(b"short")
+    with pytest.raises(StoreError, match=r"page-tokens\.key holds 5 bytes"):
+        await start_space(agent=silent())
+    key.unlink()  # the next start makes a new key
+    again = await start_space(agent=silent())
+    assert len(key.read_bytes()) == 32 and again.main == space.main
+
+
 async def test_a_token_stays_valid_while_new_messages_arrive(open_space: Open, inputs: Inputs) -> None:
     space, client = await open_space(agent=silent())
     for index in range(9):
@@ -660,6 +750,9 @@ async def test_another_session_is_not_found(open_space: Open, inputs: Inputs) ->
     assert await found(client, space.main, "main") == [1]
 
 
+REACT = {"message_seq": 1, "emoji": "👍", "expected_revision": 0, "request_id": "react-1"}
+
+
 @pytest.mark.parametrize(
     ("method", "params", "field"),
     [
@@ -672,6 +765,12 @@ async def test_another_session_is_not_found(open_space: Open, inputs: Inputs) ->
         ("agents.history.search", {"query": "x", "page_size": 101}, "params.page_size"),
         ("agents.history.search", {"query": "x", "page_token": ""}, "params.page_token"),
         ("agents.history.search", {}, "params.query"),
+        # Every client integer that reaches SQLite stops at its largest integer, 2^63 - 1.
+        ("agents.history.read", {"before_seq": 2**63}, "params.before_seq"),
+        ("agents.react", {**REACT, "message_seq": 2**63}, "params.message_seq"),
+        ("agents.react", {**REACT, "expected_revision": 2**63}, "params.expected_revision"),
+        ("agents.reactions", {"message_seqs": [1, 2**63]}, "params.message_seqs.1"),
+        ("host.session.attachment.read", {"attachment_id": "att_1", "offset": 2**63}, "params.offset"),
     ],
 )
 async def test_params_outside_the_schema_are_invalid(
@@ -679,3 +778,17 @@ async def test_params_outside_the_schema_are_invalid(
 ) -> None:
     space, client = await open_space(agent=silent())
     error(await call(client, method, {"session_id": space.main, **params}), Code.INVALID_PARAMS, field)
+
+
+async def test_the_largest_integers_reach_the_store_and_are_answered(
+    open_space: Open, inputs: Inputs
+) -> None:
+    space, client = await open_space(agent=silent())
+    await say(space, client, inputs, "the only one")
+    top = 2**63 - 1
+    assert seqs((await read(client, space.main, before_seq=top))["messages"]) == [1]
+    for params in ({**REACT, "message_seq": top}, {**REACT, "message_seq": 1, "expected_revision": top}):
+        response = await call(client, "agents.react", {"session_id": space.main, **params})
+        error(response, Code.NOT_REACTION_TARGET)
+    reactions = await call(client, "agents.reactions", {"session_id": space.main, "message_seqs": [top]})
+    assert result(reactions)["messages"] == []

@@ -1,8 +1,9 @@
 """`read_at` of input receipts is recorded only by the host's context assembly
 (spec/schema/receipts/input.schema.json `InputReceipt.read_at`, `UserInput.client_input_id`).
 
-Covered: the stand-in agent reads an input (read_at set, revision incremented) and an agent that never steps
-leaves it unread; agents of this file that assemble a context without the input, or with forged context
+Covered: the stand-in agent reads an input (read_at set, revision incremented), reads every input of a burst
+of 120 admitted while it is busy (past its 50-message window), and an agent that never steps leaves it
+unread; agents of this file that assemble a context without the input, or with forged context
 messages whose (client input ID, history sequence) pair is not the input's, leave it unread, and the exact
 pair reads it; a client cannot assert `read_at` (or any receipt field) through `agents.send`; a second
 plugin's `agents.send` response carrying `read_at` does not touch the Personal store; after a restart an
@@ -36,7 +37,14 @@ from wuu.generated.models import AgentsSendParams, AgentsSendResult
 from wuu.generated.models import UserHostErrorCode as Code
 from wuu.host.userhost import Plugin, PluginCall, UserHost
 from wuu.host.userhost.client import UserHostClient
-from wuu.host.userhost.personal import AgentStep, ContextMessage, ModelContext, PersonalPlugin, personal
+from wuu.host.userhost.personal import (
+    AgentStep,
+    ContextMessage,
+    ModelContext,
+    PersonalPlugin,
+    StandInAgent,
+    personal,
+)
 
 
 async def receipts(client: UserHostClient, session_id: str, *client_input_ids: str) -> list[dict[str, Any]]:
@@ -117,6 +125,55 @@ async def test_concurrent_inputs_are_each_read_by_the_stand_in(
     found = await receipts(clients[0], space.main, *(e["client_input_id"] for e in envelopes))
     assert len(found) == 20
     assert all(r["read_at"] is not None and r["revision"] == 2 for r in found), found
+
+
+class Held:
+    """The stand-in agent, held before its first step until `release`: inputs pile up meanwhile."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.offered: list[tuple[int, ...]] = []
+        self.contexts: list[tuple[int, ...]] = []
+        self._agent = StandInAgent()
+
+    async def step(self, step: AgentStep) -> None:
+        await self.gate.wait()
+        self.offered.append(tuple(message.message_seq for message in step.pending))
+        self.contexts.append(tuple(message.message_seq for message in step.history))
+        await self._agent.step(step)
+
+
+async def test_a_burst_past_the_context_window_is_read_to_the_last_input(
+    start_space: StartSpace, attach: Attach
+) -> None:
+    """120 inputs admitted while the agent is busy, more than its 50-message window: every one gets
+    `read_at` exactly once, the oldest first, none crowded out by newer ones."""
+    agent = Held()
+    space = await start_space(agent=agent)
+    clients = [await attach(space) for _ in range(4)]
+    envelopes = [
+        {"client_input_id": f"b-{n}", "request_id": f"r-{n}", "text": f"burst {n}"} for n in range(120)
+    ]
+    for k in range(0, 120, 4):
+        answers = await asyncio.gather(*(send(clients[i], space.main, envelopes[k + i]) for i in range(4)))
+        assert all(result(answer)["replayed"] is False for answer in answers)
+    ids = [envelope["client_input_id"] for envelope in envelopes]
+    agent.gate.set()
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        found = [r for k in (0, 60) for r in await receipts(clients[0], space.main, *ids[k : k + 60])]
+        unread = [r["client_input_id"] for r in found if r["read_at"] is None]
+        if not unread or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert unread == [], f"{len(unread)} inputs never read: {unread}"
+    assert len(found) == 120 and all(r["revision"] == 2 for r in found)
+    await space.idle()
+    # No input was offered twice, the oldest came first, and each step's context held what it offered (the
+    # newest inputs can be read in the recent window before their turn comes).
+    offered = [seq for step in agent.offered for seq in step]
+    assert offered == sorted(set(offered)) and offered[0] == 1
+    assert all(set(step) <= set(context) for step, context in zip(agent.offered, agent.contexts, strict=True))
 
 
 # --- agents that assemble their own context ------------------------------------------------------------

@@ -44,6 +44,7 @@ from wuu.host.userhost.personal import (
     StoreVersionError,
     personal,
 )
+from wuu.host.userhost.personal.page_tokens import KEY_FILE
 from wuu.host.userhost.personal.sqlite import schema
 
 SPACE_ROOT = ("user-spaces", "local", "personal")
@@ -148,7 +149,7 @@ async def test_the_store_is_one_wal_file_in_the_spaces_state_folder(
     ]
     assert outside == []
     state_files = sorted(path.name for path in (root / "state").iterdir())
-    assert state_files == ["personal.sqlite"]
+    assert state_files == [KEY_FILE, "personal.sqlite"]  # the store, and the key of its page tokens
     stored = root / "files" / "attachments" / saved["attachment_id"]
     assert stored.read_bytes() == b"every sunday"
 
@@ -291,7 +292,7 @@ async def test_a_store_of_a_newer_build_is_refused_untouched(home: Path) -> None
         rf"\b{schema.VERSION}\b", message
     ), message
     assert path.read_bytes() == before
-    assert sorted(p.name for p in path.parent.iterdir()) == ["personal.sqlite"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [KEY_FILE, "personal.sqlite"]
 
 
 async def test_a_newer_store_in_rollback_journal_mode_is_refused_untouched(home: Path) -> None:

@@ -1,10 +1,11 @@
-"""Exclusive presence: while any host of the space runs (in-process, or `wuu-userhost serve`), the command
-refuses and writes nothing; once every host has stopped it runs. While the command holds the space, no host
-starts."""
+"""Exclusive presence: while a host of the space runs (in-process, or `wuu-userhost serve`), the command
+refuses naming it and writes nothing; once the host has stopped it runs. While the command holds the space,
+no host starts (`user_host_already_running`) and no other migration runs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -23,11 +24,12 @@ from tests.host.userhost.review.conftest import (
     refused,
     wuu,
 )
-from wuu.host.userhost import UserHost
+from wuu.generated.models import UserHostErrorCode
+from wuu.host.userhost import UserHost, UserHostStartError
 from wuu.host.userhost.personal import personal
-from wuu.host.userhost.review import PresenceHeld, PresenceLock
+from wuu.host.userhost.review import PresenceLock
 
-RUNNING = "a user host is running for user space 'local'"
+IN_USE = "user space 'local' is in use"
 
 
 async def start_host(home: Path) -> UserHost:
@@ -37,21 +39,18 @@ async def start_host(home: Path) -> UserHost:
 
 
 async def test_a_running_host_makes_the_command_refuse_until_it_closes(home: Path, state: Path) -> None:
-    first = await start_host(home)
-    second = await start_host(home)  # hosts share the space's presence
-    make_ledger(state)  # written while the hosts run (a host refuses to start with an unmigrated ledger)
+    host = await start_host(home)
+    make_ledger(state)  # written while the host runs (a host refuses to start with an unmigrated ledger)
     digest = digest_of(content())
     try:
         before = files_in(state)
-        refused(await asyncio.to_thread(wuu, home, *PERSONAL), RUNNING, "stop every Personal host")
+        named = f"a running user host (pid {os.getpid()}"
+        refused(await asyncio.to_thread(wuu, home, *PERSONAL), IN_USE, named, "stop every Personal host")
         apply = ("--apply", "--expect-source-digest", digest)
-        refused(await asyncio.to_thread(wuu, home, *PERSONAL, *apply), RUNNING)
-        await first.close()
-        refused(await asyncio.to_thread(wuu, home, *PERSONAL), RUNNING)
+        refused(await asyncio.to_thread(wuu, home, *PERSONAL, *apply), IN_USE, named)
         assert files_in(state) == before
     finally:
-        await first.close()
-        await second.close()
+        await host.close()
     assert (await asyncio.to_thread(inspect, home))["status"] == "migration-required"
 
 
@@ -71,17 +70,24 @@ async def test_a_serving_host_makes_the_command_refuse_until_it_stops(
     try:
         await until(socket.exists, "the host's socket")
         make_ledger(state)
-        refused(await asyncio.to_thread(wuu, home, *PERSONAL), RUNNING)
+        named = f"a running user host (pid {process.pid}; transports: unix:{socket})"
+        refused(await asyncio.to_thread(wuu, home, *PERSONAL), IN_USE, named)
     finally:
         process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(process.wait(), DEADLINE) == 0
     assert (await asyncio.to_thread(inspect, home))["status"] == "migration-required"
 
 
-async def test_no_host_starts_while_the_command_holds_the_space(home: Path, state: Path) -> None:
-    with PresenceLock.acquire(state, exclusive=True):
-        with pytest.raises(PresenceHeld, match="a maintenance command"):
+async def test_no_host_starts_and_no_other_migration_runs_while_the_command_holds_the_space(
+    home: Path, state: Path
+) -> None:
+    make_ledger(state)
+    before = files_in(home)
+    with PresenceLock.acquire(state):  # what the command holds while it runs
+        with pytest.raises(UserHostStartError) as raised:
             await start_host(home)
-        assert sorted(path.name for path in state.iterdir()) == []  # the refused host opened no store
-    host = await start_host(home)
-    await host.close()
+        assert raised.value.code is UserHostErrorCode.USER_HOST_ALREADY_RUNNING
+        assert "a maintenance command such as `wuu state migrate-personal-review`" in raised.value.message
+        refused(await asyncio.to_thread(wuu, home, *PERSONAL), IN_USE, "another process")
+        assert files_in(home) == before  # the refused host opened no store, and wrote no record
+    assert (await asyncio.to_thread(inspect, home))["status"] == "migration-required"

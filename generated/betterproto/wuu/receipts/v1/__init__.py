@@ -412,7 +412,9 @@ class InputReceipt(betterproto2.Message):
     model context, before downstream model adapters (RFC 3339); null until then, and always null while
     `in_history` is false. It records context inclusion only: not that a model understood the input, nor that
     a person viewed it. Only the host sets it; no UI or session API, plugin response, UI event or supplied
-    receipt field can assert it.
+    receipt field can assert it. The host's context assembly MUST include every admitted input whose `read_at`
+    is null, oldest first, in a later context of the session's agent, over consecutive contexts when many
+    wait: no input is left unread because newer inputs pushed it out of a recent-history window.
     """
 
 
@@ -543,11 +545,12 @@ class ReviewLedgerMigrationResult(betterproto2.Message):
     when given, else the `composition_profile` of the `--config` file (`UserConfiguration`); with neither, or
     with a profile that selects no review-ledger provider, the command fails. Both operations require a
     verified local owner (the user running the command owns the Personal state folder and the source), the
-    current selected resource policy and the exclusive presence of one stopped host: every running host holds a
-    shared `flock` on its state folder itself (`<home>/user-spaces/<space>/<domain>/state`) from the moment it
-    has created it until it closes, and the command takes the same lock on the Personal state folder
-    exclusively and without waiting: it fails while any host holds it, and holds it until it ends, so that no
-    host starts meanwhile (such a host fails to start). Shared or multi-host storage is rejected. Apply checks
+    current selected resource policy and the exclusive presence of one stopped host: every running host holds the
+    exclusive lock of its authority, a `flock` on its state folder itself
+    (`<home>/user-spaces/<space>/<domain>/state`, initialize.schema.json), and the command takes the same lock
+    on the Personal state folder, exclusively and without waiting: it fails while a host or another migration
+    holds it, and holds it until it ends, so that no host starts meanwhile (such a host fails with
+    `user_host_already_running`). Shared or multi-host storage is rejected. Apply checks
     `expected_source_digest` against the same frozen logical source snapshot it imports (committed SQLite WAL
     data included), copies settings, actions and audit into the empty selected provider and commits the marker
     in the same transaction. It never deletes or updates the source, overwrites selected records, replays

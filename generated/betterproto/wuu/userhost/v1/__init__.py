@@ -180,7 +180,8 @@ class UserHostErrorCode(betterproto2.Enum):
     """
     The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at
     startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`,
-    `personal_review_legacy_migration_required`) are also the error of its embedding's or command's start call.
+    `personal_review_legacy_migration_required`, `user_host_already_running`, `user_host_storage_unsafe`) are
+    also the error of its embedding's or command's start call.
     """
 
     UNSPECIFIED = 0
@@ -340,6 +341,22 @@ class UserHostErrorCode(betterproto2.Enum):
     admitted is not undone.
     """
 
+    USER_HOST_ALREADY_RUNNING = 26
+    """
+    `user_host_already_running`: Another user host, or a maintenance command such as `wuu state
+    migrate-personal-review`, holds the authority of the same home, user space and product domain
+    (initialize.schema.json). The host does not start and cleans, opens and writes nothing; its message names
+    the running host by its process ID and transports when that host has recorded them.
+    """
+
+    USER_HOST_STORAGE_UNSAFE = 27
+    """
+    `user_host_storage_unsafe`: A directory of the host's storage under its home exists and is not its user's
+    alone: another user owns it, it is group- or world-writable, or it is not a directory
+    (initialize.schema.json). The host does not start and writes nothing; its message names the directory, its
+    mode and its owner.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -369,6 +386,8 @@ class UserHostErrorCode(betterproto2.Enum):
             23: "USER_HOST_ERROR_CODE_QUESTION_ALREADY_DECIDED",
             24: "USER_HOST_ERROR_CODE_INPUT_RECEIPTS_UNAVAILABLE",
             25: "USER_HOST_ERROR_CODE_CANCELLED",
+            26: "USER_HOST_ERROR_CODE_USER_HOST_ALREADY_RUNNING",
+            27: "USER_HOST_ERROR_CODE_USER_HOST_STORAGE_UNSAFE",
         }
 
     @classmethod
@@ -400,6 +419,8 @@ class UserHostErrorCode(betterproto2.Enum):
             "USER_HOST_ERROR_CODE_QUESTION_ALREADY_DECIDED": 23,
             "USER_HOST_ERROR_CODE_INPUT_RECEIPTS_UNAVAILABLE": 24,
             "USER_HOST_ERROR_CODE_CANCELLED": 25,
+            "USER_HOST_ERROR_CODE_USER_HOST_ALREADY_RUNNING": 26,
+            "USER_HOST_ERROR_CODE_USER_HOST_STORAGE_UNSAFE": 27,
         }
 
 
@@ -632,8 +653,12 @@ class AgentsHistorySearchParams(betterproto2.Message):
 
     page_token: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
     """
-    The `next_page_token` of the previous page; absent for the first page. It is opaque and valid only with
-    the same `session_id`, `query` and bounds; a token that does not fit gets `invalid_params`.
+    The `next_page_token` of the previous page; absent for the first page. A token is opaque to clients: a
+    client MUST NOT build or edit one, and the host MUST authenticate every token it takes back (the bundled
+    host signs it with an HMAC under a per-space key, so tokens stay valid across its restarts). A token is
+    valid only for the same `agents.history.search` scope: the same `session_id`, `query`, `time_min` and
+    `time_max` as the request that received it. A token that is malformed, altered, forged or of another
+    scope MUST get `invalid_params` naming `params.page_token`, never `internal`.
     """
 
 
@@ -1977,6 +2002,13 @@ class UserHostStub:
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
     of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
     enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Authentication. On a Unix socket its mode is the authentication. On a loopback address every call, to any
+    service and method the server serves (the health service's included), carries the metadata `authorization`
+    with the value `Bearer <token>`, a token issued to a paired client of the host's user space and product
+    domain (the tokens of the HTTP binding, schema/userhost/http.schema.json); a call without a valid token fails
+    with UNAUTHENTICATED, without details, and learns nothing else. A connection belongs to the token that opened
+    it: a call naming it with another token fails with `not_initialized`, and revoking the token ends it.
 
     Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
     in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends

@@ -34,6 +34,13 @@ class UserHostStub:
     of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
     enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
 
+    Authentication. On a Unix socket its mode is the authentication. On a loopback address every call, to any
+    service and method the server serves (the health service's included), carries the metadata `authorization`
+    with the value `Bearer <token>`, a token issued to a paired client of the host's user space and product
+    domain (the tokens of the HTTP binding, schema/userhost/http.schema.json); a call without a valid token fails
+    with UNAUTHENTICATED, without details, and learns nothing else. A connection belongs to the token that opened
+    it: a call naming it with another token fails with `not_initialized`, and revoking the token ends it.
+
     Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
     in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
     the name under the same key (one channel may carry several connections). A call without a name, or with the
@@ -117,6 +124,13 @@ class UserHostServicer:
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
     of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
     enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Authentication. On a Unix socket its mode is the authentication. On a loopback address every call, to any
+    service and method the server serves (the health service's included), carries the metadata `authorization`
+    with the value `Bearer <token>`, a token issued to a paired client of the host's user space and product
+    domain (the tokens of the HTTP binding, schema/userhost/http.schema.json); a call without a valid token fails
+    with UNAUTHENTICATED, without details, and learns nothing else. A connection belongs to the token that opened
+    it: a call naming it with another token fails with `not_initialized`, and revoking the token ends it.
 
     Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
     in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
@@ -268,6 +282,13 @@ class UserHost:
     methods travel inside PluginClientRequest, as over JSON-RPC). Params, results, rules and error codes are those
     of the JSON-RPC transport. A host serves it only on a Unix socket (mode 0600, in a directory only its user can
     enter) or on a loopback address, and accepts and sends messages of up to max_frame_bytes.
+
+    Authentication. On a Unix socket its mode is the authentication. On a loopback address every call, to any
+    service and method the server serves (the health service's included), carries the metadata `authorization`
+    with the value `Bearer <token>`, a token issued to a paired client of the host's user space and product
+    domain (the tokens of the HTTP binding, schema/userhost/http.schema.json); a call without a valid token fails
+    with UNAUTHENTICATED, without details, and learns nothing else. A connection belongs to the token that opened
+    it: a call naming it with another token fails with `not_initialized`, and revoking the token ends it.
 
     Connections. A successful Initialize opens a connection, one of the host's 16 client transports, and names it
     in the response's initial metadata under the key `wuu-connection`; every later call of that connection sends
