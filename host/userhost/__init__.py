@@ -7,13 +7,14 @@ The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_
 (`Plugin`) serve the catalog's plugin methods. The clients are in `wuu.host.userhost.client`.
 """
 
-from .authority import StorageLayout, UserHost
+from .authority import UserHost
 from .errors import UserHostError, UserHostStartError
 from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices
 from .stdio import serve_stdio
+from .storage.layout import StorageLayout
 from .tokens import TokenError, TokenStore
 from .unix import SocketInUse, UnixServer
 

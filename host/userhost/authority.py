@@ -35,14 +35,15 @@ from wuu.generated.models import (
 from .errors import UserHostError, UserHostStartError
 from .plugins import Graph, Plugin
 from .private import UnsafeDirectory, check_directories, make_directories
-from .review.presence import PresenceHeld, PresenceLock
 from .services import HostServices, NoHostServices
 from .session import ClientSession
+from .storage.layout import StorageLayout
+from .storage.presence import PresenceHeld, PresenceLock
 
 log = logging.getLogger("wuu.host.userhost")
 
 SERVER_INFO = UserHostServerInfo(name="wuu-userhost", version="0.1.0")
-IsolationVerifier = Callable[["StorageLayout"], bool | Awaitable[bool]]
+IsolationVerifier = Callable[[StorageLayout], bool | Awaitable[bool]]
 """A trusted embedding's isolation verifier: given where the space's state would live, whether the host is
 isolated as `verified_host` promises. Raising counts as a failed verification."""
 
@@ -50,34 +51,6 @@ isolated as `verified_host` promises. Raising counts as a failed verification.""
 def _pattern(name: str) -> re.Pattern[str]:
     schema = validators.bundle()["$defs"]["UserHostInitializeResult"]["properties"][name]
     return re.compile(schema["pattern"])
-
-
-@dataclass(frozen=True)
-class StorageLayout:
-    """Where the bundled storage keeps one user space's data of one product domain."""
-
-    root: Path
-    """`<home>/user-spaces/<space>/<domain>`."""
-
-    @property
-    def state(self) -> Path:
-        """Sessions, private plugin storage, memory and managed artifacts."""
-        return self.root / "state"
-
-    @property
-    def files(self) -> Path:
-        """Permitted user working files and explicit attachment working copies."""
-        return self.root / "files"
-
-    @property
-    def directories(self) -> list[Path]:
-        """The storage's directories from the home down: the home, `user-spaces`, the space's, the domain's
-        (the root), then `state` and `files`."""
-        return [*reversed(self.root.parents[:3]), self.root, self.state, self.files]
-
-    @classmethod
-    def under(cls, home: Path, user_space_id: str, product_domain: str) -> StorageLayout:
-        return cls(home / "user-spaces" / user_space_id / product_domain)
 
 
 @dataclass(frozen=True)

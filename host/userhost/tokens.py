@@ -29,8 +29,8 @@ from pathlib import Path
 
 from wuu.generated import validators
 
-from .authority import StorageLayout
 from .private import FILE_MODE, make_directories
+from .storage.layout import StorageLayout
 
 TOKENS_FILE = "http-tokens.json"
 LOCK_SUFFIX = ".lock"

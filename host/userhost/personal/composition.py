@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from wuu.generated.models import TaskDeliveryReceipt
 
 from ..authority import Composer, Composition
-from ..review.startup import require_migrated
+from ..storage.review_ledger.startup import require_migrated
 from .agent import Agent, MainAgentLoop, StandInAgent
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler

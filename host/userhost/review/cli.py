@@ -23,7 +23,7 @@ from pathlib import Path
 
 from wuu.generated import validators
 
-from .errors import ReviewLedgerError
+from ..storage.review_ledger.errors import ReviewLedgerError
 from .migration import migrate
 from .selection import select
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .layout import RECORDS
+from ..storage.review_ledger.layout import RECORDS
 
 
 def canonical_line(table: str, row: Sequence[Any]) -> bytes:

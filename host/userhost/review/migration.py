@@ -22,10 +22,11 @@ from wuu.generated.models import (
     ReviewLedgerMigrationStatus,
 )
 
-from .errors import ReviewLedgerError
-from .layout import LEGACY_FILE, PROVIDER_FILE
-from .presence import PresenceHeld, PresenceLock
-from .provider import import_snapshot, read_destination
+from ..storage.presence import PresenceHeld, PresenceLock
+from ..storage.review_ledger.errors import ReviewLedgerError
+from ..storage.review_ledger.layout import LEGACY_FILE, PROVIDER_FILE
+from ..storage.review_ledger.provider import read_destination
+from .importer import import_snapshot
 from .selection import Selection
 from .snapshot import Snapshot, read_source
 

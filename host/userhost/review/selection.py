@@ -12,8 +12,8 @@ from pathlib import Path
 from wuu.generated import validators
 from wuu.generated.models import UserConfiguration
 
-from .errors import ReviewLedgerError
-from .layout import PROVIDER_ID, state_folder
+from ..storage.review_ledger.errors import ReviewLedgerError
+from ..storage.review_ledger.layout import PROVIDER_ID, state_folder
 
 PROFILE_PROVIDERS = {"personal": PROVIDER_ID}
 """The composition profiles of this installation that select a review-ledger provider, and the provider."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wuu.host.userhost.authority import StorageLayout, UserHost
+from wuu.host.userhost.authority import UserHost
+from wuu.host.userhost.storage import StorageLayout
 
 from . import mutant
 from .harness import Startup

@@ -19,10 +19,10 @@ from tests.host.userhost.conftest import Connect
 from wuu.generated import validators
 from wuu.generated.models import UserHostErrorCode
 from wuu.host.userhost import UnixServer, UserHost
-from wuu.host.userhost.authority import SERVER_INFO, StorageLayout
+from wuu.host.userhost.authority import SERVER_INFO
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.errors import UserHostStartError
-from wuu.host.userhost.review import PresenceLock
+from wuu.host.userhost.storage import PresenceLock, StorageLayout
 
 INIT_PARAMS: dict[str, Any] = {"protocol_version": 1, "client_info": {"name": "t", "version": "1"}}
 

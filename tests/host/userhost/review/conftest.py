@@ -19,8 +19,8 @@ import pytest
 
 from tests.helpers import DEADLINE
 from tools.fixtures.legacy_review_ledger import generate, write_ledger
-from wuu.host.userhost.review.layout import LEGACY_FILE, PROVIDER_FILE, RECORDS, read_rows
-from wuu.host.userhost.review.snapshot import freeze
+from wuu.host.userhost.storage.review_ledger.frozen import freeze
+from wuu.host.userhost.storage.review_ledger.layout import LEGACY_FILE, PROVIDER_FILE, RECORDS, read_rows
 
 COMMAND = [str(Path(sys.executable).parent / "wuu"), "state", "migrate-personal-review"]
 PERSONAL = ["--composition-profile", "personal"]

@@ -29,7 +29,7 @@ from tests.host.userhost.review.conftest import (
     rows_in,
     wuu,
 )
-from wuu.host.userhost.review.layout import PROVIDER, create_table
+from wuu.host.userhost.storage.review_ledger.layout import PROVIDER, create_table
 
 RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 

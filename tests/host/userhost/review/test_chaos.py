@@ -37,7 +37,8 @@ from tests.host.userhost.review.conftest import (
 )
 from wuu.generated.models import ReviewLedgerMarkerStatus, ReviewLedgerMigrationStatus
 from wuu.host.userhost.review import migrate, select
-from wuu.host.userhost.review.snapshot import freeze, read_source
+from wuu.host.userhost.review.snapshot import read_source
+from wuu.host.userhost.storage.review_ledger.frozen import freeze
 
 SCALE = int(os.environ.get("WUU_CHAOS_SCALE", "1"))
 KILLS = 10 * SCALE

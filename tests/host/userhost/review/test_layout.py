@@ -15,9 +15,9 @@ import pytest
 from tests.helpers import DEADLINE, ROOT
 from tests.host.userhost.review.conftest import content, counts_of, rows_in
 from tools.fixtures.legacy_review_ledger import write_ledger
-from wuu.host.userhost.review import ReviewLedgerError
-from wuu.host.userhost.review.layout import LEGACY, MARKERS, PROVIDER, create_table
 from wuu.host.userhost.review.snapshot import read_source
+from wuu.host.userhost.storage.review_ledger import ReviewLedgerError
+from wuu.host.userhost.storage.review_ledger.layout import LEGACY, MARKERS, PROVIDER, create_table
 
 
 def test_the_provider_holds_the_legacy_tables_column_for_column_and_the_markers() -> None:

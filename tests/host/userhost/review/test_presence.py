@@ -27,7 +27,7 @@ from tests.host.userhost.review.conftest import (
 from wuu.generated.models import UserHostErrorCode
 from wuu.host.userhost import UserHost, UserHostStartError
 from wuu.host.userhost.personal import personal
-from wuu.host.userhost.review import PresenceLock
+from wuu.host.userhost.storage import PresenceLock
 
 IN_USE = "user space 'local' is in use"
 

@@ -1,4 +1,4 @@
-"""The one error of the review-ledger migration."""
+"""The one error of the review ledgers: reading them, and migrating one into the other."""
 
 from __future__ import annotations
 

@@ -1,25 +1,22 @@
 """The bundled review-ledger provider, `wuu.review-ledger.sqlite`: one SQLite file in the Personal state
 folder (spec/data/review_ledger_sqlite.json), in WAL mode with `synchronous=FULL`.
 
-`read_destination` says what the file holds for a migration (the marker of a source path, or why it does not
-accept an import), reading it through a frozen copy so that it writes nothing. `import_snapshot` is the one
-transaction that creates the tables when the file has none, copies a snapshot's rows and commits the
-path-bound marker: a kill at any moment leaves either all of it or none of it.
+`examine` says what a connection to the file holds for a migration (the marker of a source path, or why it
+does not accept an import); `read_destination` does so through a frozen copy, so that it writes nothing. The
+migration's import into the file is `wuu.host.userhost.review.importer`.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from wuu.generated.models import ReviewLedgerRowCounts
 
-from ..private import ensure_file
 from .errors import ReviewLedgerError
-from .layout import MARKERS, PROVIDER, RECORDS, check_table, create_table, insert_row
-from .snapshot import Snapshot, freeze
+from .frozen import freeze
+from .layout import PROVIDER, check_table
 
 
 @dataclass(frozen=True)
@@ -85,42 +82,3 @@ def read_destination(path: Path, source_path: str) -> Destination:
         return examine(frozen, source_path)
     finally:
         frozen.close()
-
-
-def import_snapshot(path: Path, source_path: str, snapshot: Snapshot, now: datetime) -> None:
-    """Copy the snapshot's rows into the provider's file at `path` (created when missing) and commit the
-    marker for `source_path`, all in one transaction. ReviewLedgerError, with nothing written, when the file
-    is no longer empty once the transaction holds it."""
-    ensure_file(path)  # 0600 whatever the umask; its -wal and -shm take the same mode
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
-        if mode != "wal":
-            raise ReviewLedgerError(f"{path} cannot be switched to WAL mode (it is in {mode} mode)")
-        connection.execute("PRAGMA synchronous = FULL")
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            found = examine(connection, source_path)
-            if found.marker is not None or found.populated is not None:
-                raise ReviewLedgerError(f"{path} was written by someone else during the migration")
-            (version,) = connection.execute("PRAGMA user_version").fetchone()
-            if version == 0:
-                for table in PROVIDER.tables:
-                    connection.execute(create_table(table))
-                connection.execute(f"PRAGMA user_version = {PROVIDER.user_version}")
-            for table in RECORDS:
-                connection.executemany(insert_row(table), snapshot.rows[table.name])
-            marker = {
-                "source_path": source_path,
-                "source_digest": snapshot.digest,
-                **snapshot.counts.to_wire(),
-                "migrated_at": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            }
-            connection.execute(insert_row(MARKERS), tuple(marker[column.name] for column in MARKERS.columns))
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-    finally:
-        connection.close()

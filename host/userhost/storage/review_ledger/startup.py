@@ -10,7 +10,7 @@ from pathlib import Path
 
 from wuu.generated.models import UserHostErrorCode
 
-from ..errors import UserHostStartError
+from ...errors import UserHostStartError
 from .errors import ReviewLedgerError
 from .layout import LEGACY_FILE, PROVIDER_FILE, PROVIDER_ID
 from .provider import read_destination
