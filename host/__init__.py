@@ -1,4 +1,10 @@
-"""The host side: execution environments (profiles and backends) and the `wuu-host adapter` bridge.
+"""The host side, in two halves that share the folder and nothing else (import-linter keeps them apart):
+
+- the execution environments (the modules below): profiles, backends and the `wuu-host adapter` bridge;
+- the user host (`wuu.host.userhost`): one execution authority bound to a user space and product domain,
+  served over the user-host RPC, with its storage and the `wuu-userhost` and `wuu` commands.
+
+The execution environments:
 
 - `profiles`: the `execution_environments` user configuration (spec/schema/config/
   execution_environments.schema.json): loading, validation reporting every error at once, selection, and

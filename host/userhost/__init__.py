@@ -4,7 +4,9 @@ spec/schema/userhost/.
 
 The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_stdio`, `UnixServer.start`,
 `GrpcServer.start` and `HttpServer.start` (with the space's `TokenStore`) attach transports; plugins
-(`Plugin`) serve the catalog's plugin methods. The clients are in `wuu.host.userhost.client`.
+(`Plugin`) serve the catalog's plugin methods. The clients are in `wuu.host.userhost.client`. Where a space's
+data lives, and the presence lock a host holds for its life, are `wuu.host.userhost.storage`; the legacy
+review-ledger migration (`wuu.host.userhost.review`) builds on the user host, which never imports it.
 """
 
 from .authority import UserHost
