@@ -116,7 +116,7 @@ def stop(connection: sqlite3.Connection, task_id: str, now: datetime) -> StopOut
         f"WHERE task_id IN ({marks}) AND cancel_requested = 0",
         (stamp, *tasks),
     )
-    cancelled = ids(
+    cancelled = _ids(
         connection,
         f"SELECT delivery_id FROM task_deliveries WHERE task_id IN ({marks}) AND status = 'pending'",
         tasks,
@@ -126,7 +126,7 @@ def stop(connection: sqlite3.Connection, task_id: str, now: datetime) -> StopOut
         f"revision = revision + 1, updated_at = ? WHERE task_id IN ({marks}) AND status = 'pending'",
         (stamp, *tasks),
     )
-    in_flight = ids(
+    in_flight = _ids(
         connection,
         f"SELECT delivery_id FROM task_deliveries WHERE task_id IN ({marks}) AND status = 'submitted'",
         tasks,
@@ -168,11 +168,6 @@ def task_where(connection: sqlite3.Connection, where: str, *arguments: Any) -> T
     )
 
 
-def ids(connection: sqlite3.Connection, sql: str, arguments: Sequence[Any]) -> list[str]:
-    """The first column of the query's rows."""
-    return [row[0] for row in connection.execute(sql, tuple(arguments))]
-
-
 def _live(connection: sqlite3.Connection, task_id: str, allowed: Sequence[str]) -> TaskRecord:
     """The task, if it is in one of the `allowed` states and no stop asked for its cancellation."""
     task = task_where(connection, "task_id = ?", task_id)
@@ -194,3 +189,7 @@ def _set_task(
         "WHERE task_id = ?",
         (status, outcome, rfc3339(now), task.task_id),
     )
+
+
+def _ids(connection: sqlite3.Connection, sql: str, arguments: Sequence[Any]) -> list[str]:
+    return [row[0] for row in connection.execute(sql, tuple(arguments))]
