@@ -11,7 +11,8 @@ from .composition import personal, sqlite_provider
 from .plugin import FINGERPRINT, PLUGIN_ID, PersonalPlugin
 from .provider import ContextMessage, ReactionChange, SessionDomain
 from .sqlite.schema import StoreVersionError
-from .sqlite.store import SqliteSessionDomain, StoreError
+from .sqlite.sessions import StoreError
+from .sqlite.store import SqliteSessionDomain
 
 __all__ = [
     "FINGERPRINT",

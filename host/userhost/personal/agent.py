@@ -28,9 +28,10 @@ from typing import Any, Protocol
 from wuu.generated.catalog import USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
 from wuu.generated.models import ReactionActor, ReactionState
 
-from ..errors import UserHostError
 from .provider import ContextMessage, ReactionChange, SessionDomain
+from .refusals import MainSessionMissing
 from .serial import SerialWork
+from .wire_errors import refusals_as_wire_errors
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -117,15 +118,16 @@ class AgentStep:
     async def react(self, message_seq: int, emoji: str | None) -> ReactionState:
         """React to a saved user message as the main assistant (`react_to_message`), or clear the reaction
         with None. UserHostError `not_reaction_target` for any other message."""
-        written = await self._store.react(
-            ReactionActor.AGENT,
-            self.session_id,
-            message_seq,
-            emoji,
-            None,
-            f"agent-{secrets.token_hex(12)}",
-            self._clock(),
-        )
+        with refusals_as_wire_errors():
+            written = await self._store.react(
+                ReactionActor.AGENT,
+                self.session_id,
+                message_seq,
+                emoji,
+                None,
+                f"agent-{secrets.token_hex(12)}",
+                self._clock(),
+            )
         self._reacted(self.session_id, message_seq)
         return written.state
 
@@ -194,7 +196,7 @@ class MainAgentLoop:
         """One step if inputs wait; whether to step again (the step changed what waits)."""
         try:
             session_id = await self._store.main_session()
-        except UserHostError as error:
+        except MainSessionMissing as error:
             log.error("the main agent has no conversation to step: %s", error)
             return False
         waiting = await self._store.pending_inputs(session_id, WAITING_INPUTS)

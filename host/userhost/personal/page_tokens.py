@@ -27,7 +27,7 @@ from wuu.generated.models import UserHostErrorCode
 
 from ..errors import UserHostError
 from ..private import create_file
-from .sqlite.store import StoreError
+from .sqlite.sessions import StoreError
 
 KEY_FILE = "page-tokens.key"
 KEY_BYTES = 32

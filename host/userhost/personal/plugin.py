@@ -53,6 +53,7 @@ from .page_tokens import PageTokens
 from .provider import Admission, SessionDomain, Submission
 from .sqlite.messages import micros
 from .tasks import TaskBoard
+from .wire_errors import refusals_as_wire_errors
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -113,7 +114,8 @@ class PersonalPlugin:
     async def main_session(
         self, params: AgentsMainSessionParams, call: PluginCall
     ) -> AgentsMainSessionResult:
-        return AgentsMainSessionResult(session_id=await self.store.main_session())
+        with refusals_as_wire_errors():
+            return AgentsMainSessionResult(session_id=await self.store.main_session())
 
     async def send(self, params: AgentsSendParams, call: PluginCall) -> AgentsSendResult:
         user_input = call.user_input
@@ -138,14 +140,16 @@ class PersonalPlugin:
         )
         # With attachments, a retry is recognized before their bytes are written again.
         if decoded and await self.store.receipt(user_input.request_id) is not None:
-            return _sent(await self.store.admit(submission, self.clock()))  # a replay, or a conflict
+            with refusals_as_wire_errors():  # a replay, or a conflict
+                return _sent(await self.store.admit(submission, self.clock()))
         if call.revoked.is_set():
             raise UserHostError(UserHostErrorCode.CANCELLED, "the call lost its foreground authority")
         staged = await asyncio.to_thread(self.files.stage, decoded) if decoded else []
         try:
-            admission = await _durably(
-                self.store.admit(replace(submission, attachments=staged), self.clock())
-            )
+            with refusals_as_wire_errors():
+                admission = await _durably(
+                    self.store.admit(replace(submission, attachments=staged), self.clock())
+                )
         except BaseException:
             self.files.discard(staged)
             raise
@@ -157,7 +161,9 @@ class PersonalPlugin:
 
     async def receipts(self, params: AgentsReceiptsParams, call: PluginCall) -> AgentsReceiptsResult:
         session_id = await self._main(params.session_id)
-        return AgentsReceiptsResult(receipts=await self.store.receipts(session_id, params.client_input_ids))
+        with refusals_as_wire_errors():
+            found = await self.store.receipts(session_id, params.client_input_ids)
+        return AgentsReceiptsResult(receipts=found)
 
     async def react(self, params: AgentsReactParams, call: PluginCall) -> AgentsReactResult:
         if params.emoji is not None and not emoji_data.is_emoji(params.emoji):
@@ -165,17 +171,18 @@ class PersonalPlugin:
                 UserHostErrorCode.INVALID_PARAMS, "emoji is not one Unicode emoji", "params.emoji"
             )
         session_id = await self._main(params.session_id)
-        written = await _durably(
-            self.store.react(
-                ReactionActor.OWNER,
-                session_id,
-                params.message_seq,
-                params.emoji,
-                params.expected_revision,
-                params.request_id,
-                self.clock(),
+        with refusals_as_wire_errors():
+            written = await _durably(
+                self.store.react(
+                    ReactionActor.OWNER,
+                    session_id,
+                    params.message_seq,
+                    params.emoji,
+                    params.expected_revision,
+                    params.request_id,
+                    self.clock(),
+                )
             )
-        )
         if not written.replayed:
             self.invalidate(session_id, params.message_seq)
         return AgentsReactResult(
@@ -188,7 +195,8 @@ class PersonalPlugin:
 
     async def reactions(self, params: AgentsReactionsParams, call: PluginCall) -> AgentsReactionsResult:
         session_id = await self._main(params.session_id)
-        found = await self.store.reactions(session_id, params.message_seqs)
+        with refusals_as_wire_errors():
+            found = await self.store.reactions(session_id, params.message_seqs)
         return AgentsReactionsResult(session_id=session_id, messages=found)
 
     async def history_read(
@@ -196,7 +204,8 @@ class PersonalPlugin:
     ) -> AgentsHistoryReadResult:
         session_id = await self._main(params.session_id)
         size = params.page_size
-        found = await self.store.history(session_id, params.before_seq, size + 1)
+        with refusals_as_wire_errors():
+            found = await self.store.history(session_id, params.before_seq, size + 1)
         more = len(found) > size
         page = found[:size]
         return AgentsHistoryReadResult(messages=page, next_before_seq=page[-1].message_seq if more else None)
@@ -210,7 +219,8 @@ class PersonalPlugin:
         scope = search_scope(session_id, params.query, params.time_min, params.time_max)
         before = None if params.page_token is None else self.page_tokens.cursor(params.page_token, scope)
         size = params.page_size
-        found = await self.store.search(session_id, params.query, time_min, time_max, before, size + 1)
+        with refusals_as_wire_errors():
+            found = await self.store.search(session_id, params.query, time_min, time_max, before, size + 1)
         page = found[:size]
         token = self.page_tokens.issue(scope, page[-1].message_seq) if len(found) > size else None
         return AgentsHistorySearchResult(messages=page, next_page_token=token)

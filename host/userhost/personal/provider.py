@@ -1,9 +1,10 @@
 """The `session.domain` provider interface: the durable state behind the Personal plugin.
 
 The Personal plugin (`plugin.py`) checks what clients send and maps it onto these calls; a provider keeps the
-state and enforces the rules that need it (receipt idempotence, reaction revisions, ownership). The bundled
-provider is SQLite (`sqlite.py`); a replacement provider implements the same protocol and is selected in the
-composition (`composition.py`). Every write a provider acknowledges is durable when its call returns.
+state and enforces the rules that need it (receipt idempotence, reaction revisions, ownership), refusing a
+call with one of the plain exceptions of `refusals.py`. The bundled provider is SQLite (`sqlite/store.py`); a
+replacement provider implements the same protocol and is selected in the composition (`composition.py`).
+Every write a provider acknowledges is durable when its call returns.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ class QuestionDecision:
 class TaskLedger(Protocol):
     """The durable tasks of one space: hidden task executions, the delivery receipts of their replies, the
     owner's decisions on questions and push registrations. Every call is one durable transition, checked
-    against the stored state in the same step (the bundled one: `sqlite.tasks.SqliteTaskLedger`)."""
+    against the stored state in the same step (the bundled one: `sqlite.ledger.SqliteTaskLedger`)."""
 
     async def create(self, request_id: str, parent_id: str | None, now: datetime) -> TaskRecord:
         """A new hidden task for the dispatch `request_id`, or the one it already has."""
@@ -216,7 +217,8 @@ class TaskLedger(Protocol):
     async def decide(
         self, question_id: str, status: UserQuestionStatus, answer: str | None, request_id: str, now: datetime
     ) -> QuestionDecision:
-        """Save the owner's decision, idempotent by `request_id`."""
+        """Save the owner's decision, idempotent by `request_id`. QuestionNotFound, RequestIdConflict or
+        QuestionAlreadyDecided."""
 
     async def register_push(
         self, device_id: str, provider: PushProvider, app_id: str, token: str, now: datetime
@@ -230,21 +232,22 @@ class TaskLedger(Protocol):
 class SessionDomain(Protocol):
     """The durable sessions, history, receipts, attachments and reactions of one user space and domain.
 
-    The calls about one session raise UserHostError `main_session_missing` when the session is the main
-    conversation and it is gone (it is never recreated), `not_found` for another missing session."""
+    The calls about one session raise MainSessionMissing when the session is the main conversation and it is
+    gone (it is never recreated), SessionNotFound for another missing session."""
 
     main_session_id: str
     """The ID the space recorded for its main conversation when it was created."""
 
     async def main_session(self) -> str:
-        """The main conversation's session ID, checked to exist (`main_session_missing` otherwise)."""
+        """The main conversation's session ID, checked to exist (MainSessionMissing otherwise)."""
 
     async def owns(self, session_id: str) -> bool:
         """Whether the session exists in this space and domain (the space's owner owns every session)."""
 
     async def admit(self, submission: Submission, now: datetime) -> Admission:
         """Admit the input into its session's history with a durable receipt, or return the receipt its
-        request ID already has. UserHostError `request_id_conflict` when the ID bound another input."""
+        request ID already has. RequestIdConflict when the ID bound another input, ClientInputIdTaken when
+        the client input ID names another input of the session."""
 
     async def receipt(self, request_id: str) -> InputReceipt | None:
         """The receipt of a business request ID, if any."""
@@ -300,8 +303,7 @@ class SessionDomain(Protocol):
         now: datetime,
     ) -> ReactionWrite:
         """Set or clear the actor's reaction, revision-checked unless `expected_revision` is None (the agent
-        writes on the current revision). UserHostError `not_reaction_target`, `stale_revision` or
-        `request_id_conflict`."""
+        writes on the current revision). NotReactionTarget, StaleRevision or RequestIdConflict."""
 
     async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
         """The current reactions of the session's saved messages among these, in their order."""

@@ -37,6 +37,7 @@ from ..errors import UserHostError
 from ..services import Caller
 from .provider import StopOutcome, TaskLedger, TaskRecord, TaskStateError
 from .serial import SerialWork
+from .wire_errors import refusals_as_wire_errors
 
 log = logging.getLogger("wuu.host.userhost.personal")
 
@@ -198,7 +199,8 @@ class PersonalServices:
     async def _decide(
         self, question_id: str, status: UserQuestionStatus, answer: str | None, request_id: str
     ) -> dict[str, Any]:
-        saved = await self._board.ledger.decide(question_id, status, answer, request_id, self._clock())
+        with refusals_as_wire_errors():
+            saved = await self._board.ledger.decide(question_id, status, answer, request_id, self._clock())
         if not saved.replayed:
             self._board.notify_decided(saved.task_id)
         return {

@@ -1,9 +1,24 @@
-"""Messages of the bundled store's sessions: how one is saved and how timestamps are written."""
+"""Messages of the bundled store's sessions: how one is saved and read, and how timestamps are written.
+
+Messages are saved in order: within a session both the history sequence and the row id grow with each
+message, and so do timestamps (a clock that steps back saves the previous message's time), which is what lets
+search walk its index newest first and turn time bounds into a row range.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+VISIBLE = "m.kind = 'text' AND m.hidden = 0"
+"""The public conversation projection: visible text, never hidden reasoning or execution-tool records."""
+MESSAGE_COLUMNS = (
+    "m.id, m.seq, m.role, m.kind, m.hidden, m.truncated, m.read_only, m.background, m.text, m.created_at, "
+    "m.question_id, s.kind"
+)
+"""The columns of a message row (`m`, joined with its session `s`) as `message` and the history read them."""
 
 
 def rfc3339(moment: datetime) -> str:
@@ -15,6 +30,16 @@ def micros(moment: datetime) -> int:
     """Microseconds since the epoch."""
     # Subtracting aware datetimes never overflows (converting one near year 1 or 9999 to UTC can).
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+def message(connection: sqlite3.Connection, session_id: str, seq: int) -> Sequence[Any] | None:
+    """The session's message `seq` as a row of MESSAGE_COLUMNS, or None."""
+    row: Sequence[Any] | None = connection.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
+        "WHERE m.session_id = ? AND m.seq = ?",
+        (session_id, seq),
+    ).fetchone()
+    return row
 
 
 def append_message(
@@ -45,3 +70,11 @@ def append_message(
     if indexed:
         connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text.casefold()))
     return seq
+
+
+def append_assistant(
+    connection: sqlite3.Connection, main: str, session_id: str, text: str, now: datetime, kind: str
+) -> int:
+    """Save one assistant message; only the visible text of the main conversation `main` is indexed."""
+    indexed = kind == "text" and session_id == main
+    return append_message(connection, session_id, "assistant", text, now, kind, indexed=indexed)

@@ -1,0 +1,78 @@
+"""The admission rules of the store (`sqlite/admission.py`), on a bare connection: idempotency by business
+request ID, the binding a retry must match, client input IDs unique per session, and the read stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from wuu.host.userhost.personal.provider import Submission
+from wuu.host.userhost.personal.refusals import ClientInputIdTaken, RequestIdConflict, SessionNotFound
+from wuu.host.userhost.personal.sqlite import admission
+
+from .conftest import Store
+
+
+def submission(store: Store, request_id: str, client_input_id: str, text: str = "hello") -> Submission:
+    """An input to the main conversation whose binding digest stands for its request ID, client input ID
+    and text."""
+    return Submission(
+        session_id=store.main,
+        plugin_id="wuu.personal",
+        client_input_id=client_input_id,
+        request_id=request_id,
+        text=text,
+        text_sha256="0" * 64,
+        attachments=(),
+        binding_digest=f"{request_id}/{client_input_id}/{text}",
+    )
+
+
+def test_the_same_request_twice_is_admitted_once_and_replayed(store: Store) -> None:
+    first = admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    again = admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    assert (first.replayed, again.replayed) == (False, True)
+    assert again.receipt == first.receipt
+    assert (first.receipt.history_seq, first.receipt.accepted, first.receipt.read_at) == (1, True, None)
+    assert (store.count("messages"), store.count("input_receipts")) == (1, 1)
+
+
+def test_a_request_id_bound_to_another_input_is_a_conflict_and_writes_nothing(store: Store) -> None:
+    admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    with pytest.raises(RequestIdConflict, match=r"^request req-1 was already used for another input$"):
+        admission.admit(
+            store.connection, store.main, submission(store, "req-1", "in-1", "bye"), store.clock()
+        )
+    assert (store.count("messages"), store.count("input_receipts")) == (1, 1)
+
+
+def test_a_client_input_id_names_one_input_of_its_session(store: Store) -> None:
+    admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    with pytest.raises(ClientInputIdTaken, match=r"^client input in-1 already names another input"):
+        admission.admit(store.connection, store.main, submission(store, "req-2", "in-1"), store.clock())
+    assert store.count("input_receipts") == 1
+
+
+def test_an_unknown_session_admits_nothing(store: Store) -> None:
+    other = replace(submission(store, "req-1", "in-1"), session_id="ses_other")
+    with pytest.raises(SessionNotFound):
+        admission.admit(store.connection, store.main, other, store.clock())
+    assert store.count("messages") == 0
+
+
+def test_read_at_is_recorded_once_and_only_for_the_exact_pair(store: Store) -> None:
+    admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    admission.admit(store.connection, store.main, submission(store, "req-2", "in-2"), store.clock())
+    assert [m.client_input_id for m in admission.pending_inputs(store.connection, store.main, 10)] == [
+        "in-1",
+        "in-2",
+    ]
+    # `in-2` is message 2: the pair (in-2, 1) names no receipt.
+    assert admission.record_read(store.connection, store.main, [("in-1", 1), ("in-2", 1)], store.clock()) == [
+        "in-1"
+    ]
+    assert admission.record_read(store.connection, store.main, [("in-1", 1)], store.clock()) == []
+    [read, unread] = admission.receipts(store.connection, store.main, store.main, ["in-1", "in-2", "in-3"])
+    assert (read.revision, read.read_at is not None, unread.read_at) == (2, True, None)
+    assert [m.client_input_id for m in admission.pending_inputs(store.connection, store.main, 10)] == ["in-2"]
