@@ -9,7 +9,8 @@ The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_
 
 from .authority import StorageLayout, UserHost
 from .errors import UserHostError, UserHostStartError
-from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .grpc_service import GrpcServer
+from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices

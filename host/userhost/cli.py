@@ -32,7 +32,8 @@ from wuu.worker.stdio import stdio_problem
 
 from .authority import Composer, UserHost
 from .errors import UserHostStartError
-from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .grpc_service import GrpcServer
+from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .idle import DEFAULT_IDLE_SECONDS
 from .personal import StoreError, StoreVersionError, personal

@@ -42,6 +42,7 @@ from wuu.generated.catalog import (
 )
 from wuu.generated.models import UserHostErrorCode, UserHostInitializeParams
 
+from .address import is_loopback_ip, join_host_port, split_host_port
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BearerTokens
 from .envelope import MAX_ID_CHARS
@@ -99,22 +100,21 @@ class HttpAddress:
     @classmethod
     def parse(cls, text: str) -> HttpAddress:
         """`127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`."""
-        host, colon, port = text.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not colon or not host or not port.isdigit() or int(port) > 65535:
+        parts = split_host_port(text)
+        if parts is None or not parts[0] or parts[1] is None:
             raise HttpAddressError(f"{text!r} is not HOST:PORT")
+        host, port = parts
         if host != "localhost":
             try:
                 ipaddress.ip_address(host)
             except ValueError:
                 raise HttpAddressError(f"{host!r} is not an IP address or localhost") from None
-        return cls(host, int(port))
+        return cls(host, port)
 
     @property
     def loopback(self) -> bool:
         """Whether only this machine can reach the address."""
-        return self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
+        return self.host == "localhost" or is_loopback_ip(self.host)
 
 
 def _error_response(error: UserHostError) -> web.Response:
@@ -315,9 +315,7 @@ class HttpServer:
         self._runner = web.ServerRunner(self._server, handle_signals=False)
         await self._runner.setup()
         listening = _bind(address)
-        bound = listening.getsockname()
-        host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        self.address = f"{host}:{bound[1]}"
+        self.address = join_host_port(*listening.getsockname()[:2])
         self._accepting = AcceptLoop(listening, self._connect, self._pending, "http")
         self._bearer.start()
         log.info("listening", extra={"transport": "http", "address": self.address})
