@@ -38,7 +38,6 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES
 from wuu.generated.models import UserHostErrorCode
 
 from .authority import UserHost
@@ -61,6 +60,7 @@ from .grpc_wire import (
 )
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .ndjson import DEFAULT_OUTBOX_BYTES
+from .protocol import Request, too_large
 from .session import ClientSession
 from .tokens import TokenStore
 from .tokens import digest as token_digest
@@ -120,42 +120,26 @@ class _Connection:
         self.session: ClientSession = server.host.attach("grpc", self._send, self._closed)
 
     async def call(self, method: str, request_id: RequestId, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Submit one request to the session and wait for its result; UserHostError for its error."""
-        if self.session.in_flight(request_id):
-            raise UserHostError(
-                UserHostErrorCode.INVALID_REQUEST,
-                f"{RPC_ID_KEY}: {request_id!r} is already in flight on this connection",
-            )
+        """Submit one request to the session and wait for its result; UserHostError for its error.
+
+        A cancelled gRPC call leaves its work running, unanswered; a plugin call's is cancelled as
+        PluginClientCancel would."""
         with self.idle.active():
-            return await self._wait(method, request_id, self.session.submit(request_id, method, params))
-
-    async def _wait(
-        self, method: str, request_id: RequestId, future: asyncio.Future[dict[str, Any]]
-    ) -> dict[str, Any]:
-        if future.done():  # answered at once: no wait, nothing to cancel
-            return future.result()
-        try:
-            # Shielded: cancelling the gRPC call must not cancel the work as a plain task cancel would.
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                future.add_done_callback(_unanswered)
+            try:
+                return await self.session.call(Request(request_id, method, params, RPC_ID_KEY))
+            except asyncio.CancelledError:
                 if method == "plugin/client/request":
-                    self._revoke(request_id, future)
-                raise  # the gRPC call was cancelled; other methods' work goes on, unanswered
-            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled") from None
-        except UserHostError:
-            raise
-        except Exception as error:
-            raise internal_error(error, request_id) from None
+                    self._revoke(request_id)
+                raise
 
-    def _revoke(self, request_id: RequestId, future: asyncio.Future[dict[str, Any]]) -> None:
+    def _revoke(self, request_id: RequestId) -> None:
         """Cancel a plugin call whose gRPC call was cancelled, as PluginClientCancel does; stop its work
         directly when PluginClientCancel cannot (an id the host chose, a graph that has moved on)."""
-        cancel = self.session.submit(self._server.internal_id(), "plugin/client/cancel", {"id": request_id})
+        cancel = self.session.submit(
+            Request(self._server.internal_id(), "plugin/client/cancel", {"id": request_id}, RPC_ID_KEY)
+        )
         if cancel.exception() is not None or not cancel.result()["cancelled"]:
-            future.cancel()
+            self.session.stop(request_id)
 
     def open_stream(self) -> None:
         """The connection's notification stream starts; `invalid_request` if it already has one."""
@@ -197,12 +181,6 @@ class _Connection:
         self.idle.stop()
         self._server.connections.pop(self.id, None)
         self._notices.put_nowait(None)
-
-
-def _unanswered(future: asyncio.Future[dict[str, Any]]) -> None:
-    """Take the outcome of a call nobody waits for any more, so that its error is not reported as lost."""
-    if not future.cancelled():
-        future.exception()
 
 
 # --- authentication ------------------------------------------------------------------------------------
@@ -366,10 +344,8 @@ class GrpcServer:
             else:
                 result = await self._connection(metadata).call(rpc.method, request_id, _params(request))
             response = to_message(rpc.response, result)
-            if response.ByteSize() > USERHOST_MAX_FRAME_BYTES:
-                raise UserHostError(
-                    UserHostErrorCode.INTERNAL, f"the response of {response.ByteSize()} bytes is too large"
-                )
+            if (error := too_large(response.ByteSize())) is not None:
+                raise error
         except UserHostError as error:
             await _abort(context, error)
         except Exception as error:

@@ -49,6 +49,7 @@ from .envelope import MAX_ID_CHARS
 from .errors import UserHostError, internal_error
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
+from .protocol import Request, check_protocol_version
 from .session import ClientSession, parse_params
 from .tokens import TokenEntry, TokenStore
 
@@ -100,10 +101,9 @@ class HttpAddress:
     @classmethod
     def parse(cls, text: str) -> HttpAddress:
         """`127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`."""
-        parts = split_host_port(text)
-        if parts is None or not parts[0] or parts[1] is None:
+        host, port = split_host_port(text) or ("", None)
+        if not host or port is None:
             raise HttpAddressError(f"{text!r} is not HOST:PORT")
-        host, port = parts
         if host != "localhost":
             try:
                 ipaddress.ip_address(host)
@@ -208,7 +208,7 @@ class _HttpClient:
                 "protocol_version": USERHOST_PROTOCOL_VERSION,
                 "client_info": {"name": self.entry.name, "version": "http"},
             }
-            initialized = session.submit(uuid.uuid4().hex, "initialize", handshake)
+            initialized = session.submit(Request(uuid.uuid4().hex, "initialize", handshake))
             self.session, self.initialized = session, initialized.result()
             self.idle.restart()
         return self.session
@@ -456,11 +456,7 @@ class HttpServer:
         if method == "initialize":
             params = parse_params(UserHostInitializeParams, body)
             assert isinstance(params, UserHostInitializeParams)
-            if params.protocol_version != USERHOST_PROTOCOL_VERSION:
-                raise UserHostError(
-                    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-                    f"version {params.protocol_version}; this host speaks {USERHOST_PROTOCOL_VERSION}",
-                )
+            check_protocol_version(params.protocol_version)
             return _json(client.initialized)
         return _json(await self._call(request, session, method, body))
 
@@ -487,21 +483,8 @@ class HttpServer:
             raise UserHostError(
                 UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: 1 to {MAX_ID_CHARS} characters"
             )
-        if session.in_flight(request_id):
-            raise UserHostError(
-                UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: {request_id!r} is already in flight"
-            )
-        result = session.submit(request_id, method, params)
-        # Waited on, never awaited: this handler ending (the server closing) must not cancel the call.
-        await asyncio.wait({result})
-        if result.cancelled():
-            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled")
-        error = result.exception()
-        if error is None:
-            return result.result()
-        if isinstance(error, UserHostError):
-            raise error
-        raise internal_error(error, request_id)
+        # This handler ending (the server closing) leaves the call running: it ends with its session.
+        return await session.call(Request(request_id, method, params, REQUEST_ID_HEADER))
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
         """The request's JSON object, read up to the body limit: 413 from its Content-Length or as soon as
