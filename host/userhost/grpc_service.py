@@ -60,7 +60,8 @@ from .grpc_wire import (
 )
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .ndjson import DEFAULT_OUTBOX_BYTES
-from .protocol import Request, too_large
+from .protocol import Request, failure, too_large
+from .server import Listener
 from .session import ClientSession
 from .tokens import TokenStore
 from .tokens import digest as token_digest
@@ -226,7 +227,7 @@ def _token_digest(metadata: Mapping[str, str]) -> str | None:
 # --- the server ----------------------------------------------------------------------------------------
 
 
-class GrpcServer:
+class GrpcServer(Listener):
     """Serves a user host's clients over gRPC. Start it with `GrpcServer.start`."""
 
     def __init__(
@@ -319,6 +320,11 @@ class GrpcServer:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"transport": "grpc", "address": self.address.target})
 
+    @property
+    def transport(self) -> str:
+        """`grpc ADDRESS`."""
+        return f"grpc {self.address.target}"
+
     def internal_id(self) -> int:
         """A fresh request id for a call that the client gave none."""
         return next(self._internal_ids)
@@ -346,10 +352,8 @@ class GrpcServer:
             response = to_message(rpc.response, result)
             if (error := too_large(response.ByteSize())) is not None:
                 raise error
-        except UserHostError as error:
-            await _abort(context, error)
         except Exception as error:
-            await _abort(context, internal_error(error, metadata.get(RPC_ID_KEY)))
+            await _abort(context, failure(error, metadata.get(RPC_ID_KEY)))
         return response
 
     def _request_id(self, text: str | None) -> RequestId:

@@ -46,10 +46,11 @@ from .address import is_loopback_ip, join_host_port, split_host_port
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BearerTokens
 from .envelope import MAX_ID_CHARS
-from .errors import UserHostError, internal_error
+from .errors import UserHostError
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
-from .protocol import Request, check_protocol_version
+from .protocol import Request, check_protocol_version, failure
+from .server import Listener
 from .session import ClientSession, parse_params
 from .tokens import TokenEntry, TokenStore
 
@@ -235,7 +236,7 @@ class _HttpClient:
             self.stream = None
 
 
-class HttpServer:
+class HttpServer(Listener):
     """Serves a user host's HTTP clients. Start it with `HttpServer.start`."""
 
     def __init__(
@@ -351,6 +352,11 @@ class HttpServer:
         return len(self._pending)
 
     @property
+    def transport(self) -> str:
+        """`http HOST:PORT`."""
+        return f"http {self.address}"
+
+    @property
     def streams(self) -> int:
         """How many event streams are open."""
         return sum(client.stream is not None for client in self._clients.values())
@@ -429,12 +435,10 @@ class HttpServer:
         try:
             with client.idle.active():
                 return await self._route(request, client)
-        except UserHostError as error:
-            return _error_response(error)
         except _Revoked:
             return _unauthorized()
         except Exception as error:
-            return _error_response(internal_error(error, request.headers.get(REQUEST_ID_HEADER)))
+            return _error_response(failure(error, request.headers.get(REQUEST_ID_HEADER)))
 
     async def _route(self, request: web.BaseRequest, client: _HttpClient) -> web.StreamResponse:
         path = request.path

@@ -162,11 +162,13 @@ def outcome(finished: Finished, request_id: object) -> dict[str, Any] | UserHost
     if finished.cancelled():
         return UserHostError(UserHostErrorCode.CANCELLED, "cancelled")
     error = finished.exception()
-    if error is None:
-        return finished.result()
-    if isinstance(error, UserHostError):
-        return error
-    return internal_error(error, request_id)
+    return finished.result() if error is None else failure(error, request_id)
+
+
+def failure(error: BaseException, request_id: object) -> UserHostError:
+    """The error the client of a request that failed with `error` gets: `error` itself when it is a
+    UserHostError, else `internal`, whose details go to the log only."""
+    return error if isinstance(error, UserHostError) else internal_error(error, request_id)
 
 
 def reply(request_id: RequestId, answer: dict[str, Any] | UserHostError) -> dict[str, Any]:

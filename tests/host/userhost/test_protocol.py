@@ -21,6 +21,7 @@ from wuu.host.userhost.protocol import (
     Requests,
     check_protocol_version,
     decode,
+    failure,
     outcome,
     reply,
     too_large,
@@ -202,6 +203,12 @@ def test_an_unexpected_failure_is_internal_and_its_details_go_to_the_log_only(
     (record,) = caplog.records
     assert record.exc_info is not None and "/secret/path" in str(record.exc_info[1])
     assert record.__dict__["error_id"] in answer.message
+
+
+def test_a_raised_failure_is_itself_when_it_is_a_user_host_error_else_internal() -> None:
+    raised = UserHostError(UserHostErrorCode.STALE_REVISION, "moved on")
+    assert failure(raised, 4) is raised
+    assert failure(KeyError("k"), 4).code is UserHostErrorCode.INTERNAL
 
 
 def test_a_response_over_the_frame_limit_is_too_large() -> None:
