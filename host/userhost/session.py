@@ -1,4 +1,4 @@
-"""One client's connection to a user host: the protocol state of the user-host RPC, whatever its transport.
+"""One client's connection to a user host: its requests, run by the RPC's rules, whatever its transport.
 
 A transport (NDJSON on a byte stream, HTTP or gRPC) turns messages into `submit(request)` calls and writes
 what the returned future gives. The session applies the catalog's rules (spec/methods/userhost.json,
