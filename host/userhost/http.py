@@ -45,7 +45,7 @@ from wuu.generated.models import UserHostErrorCode, UserHostInitializeParams
 from .address import is_loopback_ip, join_host_port, split_host_port
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BearerTokens
-from .envelope import MAX_ID_CHARS
+from .envelope import MAX_ID_CHARS, usable_id
 from .errors import UserHostError
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
@@ -483,7 +483,7 @@ class HttpServer(Listener):
         request_id = request.headers.get(REQUEST_ID_HEADER)
         if request_id is None:
             request_id = uuid.uuid4().hex
-        elif not 1 <= len(request_id) <= MAX_ID_CHARS:
+        elif usable_id(request_id) is None:
             raise UserHostError(
                 UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: 1 to {MAX_ID_CHARS} characters"
             )
