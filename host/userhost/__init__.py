@@ -11,7 +11,8 @@ review-ledger migration (`wuu.host.userhost.review`) builds on the user host, wh
 
 from .authority import UserHost
 from .errors import UserHostError, UserHostStartError
-from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .grpc_service import GrpcServer
+from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices

@@ -23,7 +23,8 @@ import os
 import signal
 import ssl
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +33,13 @@ from wuu.worker.stdio import stdio_problem
 
 from .authority import Composer, UserHost
 from .errors import UserHostStartError
-from .grpc_service import GrpcAddress, GrpcAddressError, GrpcServer
+from .grpc_service import GrpcServer
+from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .idle import DEFAULT_IDLE_SECONDS
 from .personal import StoreError, StoreVersionError, personal
-from .stdio import serve_stdio
+from .server import Server
+from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
 from .unix import SocketInUse, UnixServer
 
@@ -218,19 +221,72 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return context
 
 
-async def serve(args: argparse.Namespace) -> int:
-    """Start the host and its transports, and serve until told to stop."""
+@dataclass(frozen=True)
+class _Transport:
+    """A transport the command line asks for: its flag, how it starts, and the errors of its start that are
+    the flag's to report."""
+
+    flag: str
+    start: Callable[[UserHost, TokenStore], Awaitable[Server]]
+    refusals: tuple[type[Exception], ...] = ()
+
+    async def started(self, host: UserHost, tokens: TokenStore) -> Server:
+        """The started transport; UsageError naming the flag for a refusal of its start."""
+        try:
+            return await self.start(host, tokens)
+        except self.refusals as error:
+            raise UsageError(f"{self.flag}: {error}") from None
+
+
+def _transports(args: argparse.Namespace) -> list[_Transport]:
+    """The transports the flags ask for, in the order they start, their flags checked."""
     if not (args.stdio or args.listen or args.grpc or args.http):
         raise UsageError(
             "give at least one transport: --stdio, --listen unix:PATH, --grpc ADDRESS or --http HOST:PORT"
         )
-    listen = _unix_path("--listen", args.listen) if args.listen else None
-    try:
-        grpc_address = GrpcAddress.parse(args.grpc) if args.grpc else None
-    except GrpcAddressError as error:
-        raise UsageError(f"--grpc: {error}") from None
+    transports: list[_Transport] = []
+    if args.listen:
+        listen = _unix_path("--listen", args.listen)
+        transports.append(
+            _Transport("--listen", lambda host, _: UnixServer.start(host, listen), (SocketInUse,))
+        )
+    if args.grpc:
+        try:
+            grpc_address = GrpcAddress.parse(args.grpc)
+        except GrpcAddressError as error:
+            raise UsageError(f"--grpc: {error}") from None
+        transports.append(
+            _Transport(
+                "--grpc",
+                lambda host, tokens: GrpcServer.start(
+                    host,
+                    grpc_address,
+                    tokens=None if grpc_address.socket is not None else tokens,
+                    idle_timeout=args.idle_timeout,
+                ),
+                (SocketInUse, OSError),
+            )
+        )
     http_address = _http_address(args)
     tls = _tls(args)
+    if http_address is not None:
+        transports.append(
+            _Transport(
+                "--http",
+                lambda host, tokens: HttpServer.start(
+                    host, http_address, tokens, ssl_context=tls, idle_timeout=args.idle_timeout
+                ),
+                (OSError,),
+            )
+        )
+    if args.stdio:
+        transports.append(_Transport("--stdio", lambda host, _: StdioServer.start(host)))
+    return transports
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Start the host and its transports, and serve until told to stop."""
+    transports = _transports(args)
     home = _home(args.home)
     modules: list[Composer] = []
     if args.composition_profile is not None:
@@ -253,42 +309,16 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
-    servers: list[UnixServer | GrpcServer | HttpServer] = []
+    servers: list[Server] = []
     try:
         # Checked once the host could start, so that a configuration problem is the one reported.
         if args.stdio and (problem := stdio_problem()) is not None:
             raise UsageError(f"--stdio: {problem}")
-        if listen is not None:
-            try:
-                servers.append(await UnixServer.start(host, listen))
-            except SocketInUse as error:
-                raise UsageError(f"--listen: {error}") from None
         tokens = TokenStore.of_space(home, args.user_space, args.product_domain)
-        if grpc_address is not None:
-            try:
-                servers.append(
-                    await GrpcServer.start(
-                        host,
-                        grpc_address,
-                        tokens=None if grpc_address.socket is not None else tokens,
-                        idle_timeout=args.idle_timeout,
-                    )
-                )
-            except (SocketInUse, OSError) as error:
-                raise UsageError(f"--grpc: {error}") from None
-        if http_address is not None:
-            try:
-                servers.append(
-                    await HttpServer.start(
-                        host, http_address, tokens, ssl_context=tls, idle_timeout=args.idle_timeout
-                    )
-                )
-            except OSError as error:
-                raise UsageError(f"--http: {error}") from None
-        host.announce([*map(_transport, servers), *(["stdio"] if args.stdio else [])])
-        waits: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait())]
-        if args.stdio:
-            waits.append(asyncio.create_task(_stdio_then_idle(host, alone=not servers)))
+        for transport in transports:
+            servers.append(await transport.started(host, tokens))
+        host.announce([server.transport for server in servers])
+        waits = [asyncio.create_task(stop.wait()), asyncio.create_task(_ended(host, servers))]
         done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits:
             task.cancel()
@@ -302,20 +332,10 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _transport(server: UnixServer | GrpcServer | HttpServer) -> str:
-    """The transport as a host refused on the same space names it."""
-    if isinstance(server, UnixServer):
-        return f"unix:{server.path}"
-    if isinstance(server, GrpcServer):
-        return f"grpc {server.address.target}"
-    return f"http {server.address}"
-
-
-async def _stdio_then_idle(host: UserHost, *, alone: bool) -> None:
-    """Serve the stdio client; when it is the only transport, return once it has gone and the host is idle."""
-    await serve_stdio(host)
-    if not alone:
-        await asyncio.Event().wait()  # the other transports keep the host up until a signal
+async def _ended(host: UserHost, servers: list[Server]) -> None:
+    """Return once every transport has stopped by itself (only a lone stdio client's does) and the work
+    its clients admitted has finished."""
+    await asyncio.gather(*(server.ended() for server in servers))
     await host.wait_idle()
 
 

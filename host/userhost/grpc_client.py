@@ -20,7 +20,7 @@ from wuu.worker.peer import ConnectionLost
 
 from .bearer import AUTHORIZATION
 from .client import ClientSurface
-from .grpc_service import (
+from .grpc_wire import (
     CONNECTION_KEY,
     MESSAGE_OPTIONS,
     NOTIFICATIONS,
@@ -48,7 +48,7 @@ class UserHostGrpcClient(ClientSurface):
     """
 
     def __init__(self, channel: grpc.aio.Channel, token: str | None = None) -> None:
-        """`channel` leads to the host and admits its message sizes (`grpc_service.MESSAGE_OPTIONS`);
+        """`channel` leads to the host and admits its message sizes (`grpc_wire.MESSAGE_OPTIONS`);
         `token` is the bearer token every call carries (a host on a TCP address needs one)."""
         super().__init__()
         self.connection_id: str | None = None

@@ -1,7 +1,8 @@
 """The user-host RPC over gRPC: the service `UserHost` of spec/proto/wuu/userhost/v1/userhost.proto.
 
-The service's comment states the rules; this module holds what both ends of them share (the rpcs, the
-metadata keys, the status of an error, the conversion of messages) and the server, `GrpcServer`:
+The service's comment states the rules; `grpc_wire` holds what both ends of them share (the rpcs, the
+metadata keys, the status of an error, the conversion of messages, the addresses), and this module the
+server, `GrpcServer`:
 
 - it listens on a Unix socket in a private directory or on a loopback TCP address, nothing else, with
   messages of up to `USERHOST_MAX_FRAME_BYTES` each way (a maximal `user_input` envelope fits);
@@ -24,35 +25,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import itertools
 import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 import grpc
 import orjson
-from google.protobuf import any_pb2, message_factory
 from google.protobuf.message import Message
-from google.rpc import status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
-from wuu.generated import protojson
-from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
 from wuu.generated.models import UserHostErrorCode
-from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BEARER, BearerTokens
 from .envelope import MAX_INTEGER_ID, RequestId, usable_id
 from .errors import UserHostError, internal_error
+from .grpc_wire import (
+    CONNECTION_KEY,
+    MESSAGE_OPTIONS,
+    NOTIFICATIONS,
+    RPC_ID_KEY,
+    RPCS,
+    SERVICE,
+    GrpcAddress,
+    GrpcAddressError,
+    Rpc,
+    error_status,
+    to_json,
+    to_message,
+)
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .ndjson import DEFAULT_OUTBOX_BYTES
+from .protocol import Request, failure, too_large
+from .server import Listener
 from .session import ClientSession
 from .tokens import TokenStore
 from .tokens import digest as token_digest
@@ -60,19 +69,6 @@ from .unix import prepare_socket_path
 
 log = logging.getLogger("wuu.host.userhost")
 
-SERVICE = userhost_pb2.DESCRIPTOR.services_by_name["UserHost"].full_name
-"""The gRPC service name, `wuu.userhost.v1.UserHost` (also the health service's name for it)."""
-CONNECTION_KEY = "wuu-connection"
-"""The metadata key naming a connection: sent by the host with Initialize's answer, then by the client."""
-RPC_ID_KEY = "wuu-rpc-id"
-"""The metadata key of a call's JSON-RPC id, as the id's JSON text (`7`, `"call-7"`)."""
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
-"""The trailing metadata key of gRPC's rich error model: a google.rpc.Status holding the JsonRpcError."""
-MESSAGE_OPTIONS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_receive_message_length", USERHOST_MAX_FRAME_BYTES),
-    ("grpc.max_send_message_length", USERHOST_MAX_FRAME_BYTES),
-)
-"""Channel and server options: messages up to `max_frame_bytes` each way."""
 CLOSE_GRACE_SECONDS = 5.0
 HANDSHAKE_MS = 10_000
 """How long a TCP connection may take to open its HTTP/2 session before the server drops it."""
@@ -84,107 +80,8 @@ MAX_TCP_CONNECTIONS = 128
 MAX_STREAMS = 32
 """The most calls in flight on one HTTP/2 session."""
 
-# The status code of each error code; every code not listed is FAILED_PRECONDITION. Clients compare
-# `data.code` only: the status code is for gRPC tooling (retries, metrics), and the service comment states
-# the same table.
-STATUS_CODES: Mapping[UserHostErrorCode, grpc.StatusCode] = {
-    UserHostErrorCode.PARSE_ERROR: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_PARAMS: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.UNSUPPORTED_METHOD: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
-    UserHostErrorCode.TOO_MANY_CLIENTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    UserHostErrorCode.PLUGIN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
-    UserHostErrorCode.GRAPH_GENERATION_CHANGED: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.STALE_REVISION: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.REQUEST_ID_CONFLICT: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.QUESTION_ALREADY_DECIDED: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.CANCELLED: grpc.StatusCode.CANCELLED,
-}
 
-
-# --- the rpcs ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rpc:
-    """One rpc of the service and the catalog method it carries."""
-
-    name: str
-    """The rpc's name (`PluginClientRequest`)."""
-    method: str
-    """The catalog method (`plugin/client/request`)."""
-    request: type[Message]
-    response: type[Message]
-
-    @property
-    def path(self) -> str:
-        """The rpc's gRPC path."""
-        return f"/{SERVICE}/{self.name}"
-
-
-def _rpcs() -> dict[str, Rpc]:
-    """Every rpc by its catalog method, matched by message: a request rpc takes its method's params def, the
-    notification stream returns its notification's params def."""
-    by_params = {
-        spec.params.__name__: method
-        for method, spec in USERHOST_METHODS.items()
-        if spec.kind in ("request", "notification")
-    }
-    found: dict[str, Rpc] = {}
-    for rpc in userhost_pb2.DESCRIPTOR.services_by_name["UserHost"].methods:
-        carried = rpc.output_type if rpc.server_streaming else rpc.input_type
-        method = by_params[carried.name]
-        found[method] = Rpc(
-            rpc.name,
-            method,
-            message_factory.GetMessageClass(rpc.input_type),
-            message_factory.GetMessageClass(rpc.output_type),
-        )
-    missing = set(by_params.values()) - set(found)
-    if missing:
-        raise RuntimeError(f"the UserHost service has no rpc for {sorted(missing)}")
-    return found
-
-
-_ALL_RPCS = _rpcs()
-NOTIFICATIONS = _ALL_RPCS.pop("plugin/client/invalidate")
-"""The server-streaming rpc of the host's notifications."""
-RPCS: Mapping[str, Rpc] = _ALL_RPCS
-"""The unary rpcs, by the catalog method each carries."""
-
-
-# --- messages ------------------------------------------------------------------------------------------
-
-
-def json_integers(value: Any) -> Any:
-    """`value` with every whole number within ±(2^53 - 1) as an int.
-
-    google.protobuf.Struct and Value hold numbers as doubles, so an integer comes out of them as `7.0`, which
-    the spec's strict validation rejects where an integer belongs; the service comment makes such a number
-    the JSON integer it reads as.
-    """
-    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INTEGER_ID:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: json_integers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [json_integers(item) for item in value]
-    return value
-
-
-def to_json(message: Message) -> dict[str, Any]:
-    """The spec's JSON of a message (its def is the message's name)."""
-    value: dict[str, Any] = json_integers(protojson.from_proto(message.DESCRIPTOR.name, message))
-    return value
-
-
-def to_message(cls: type[Message], value: Mapping[str, Any]) -> Message:
-    """The proto twin `cls` of the spec's JSON `value`."""
-    return protojson.to_proto(cls.DESCRIPTOR.name, dict(value), cls())
+# --- params and errors ---------------------------------------------------------------------------------
 
 
 def _params(message: Message) -> dict[str, Any]:
@@ -198,86 +95,10 @@ def _params(message: Message) -> dict[str, Any]:
         ) from None
 
 
-# --- errors --------------------------------------------------------------------------------------------
-
-
-def error_status(error: UserHostError) -> tuple[grpc.StatusCode, tuple[tuple[str, bytes], ...]]:
-    """The status code of an error and the trailing metadata whose details carry its JsonRpcError."""
-    code = STATUS_CODES.get(error.code, grpc.StatusCode.FAILED_PRECONDITION)
-    detail = any_pb2.Any()
-    detail.Pack(to_message(userhost_pb2.JsonRpcError, error.to_wire()))
-    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
-    return code, ((STATUS_DETAILS_KEY, status.SerializeToString()),)
-
-
-def json_rpc_error(failure: grpc.aio.AioRpcError) -> dict[str, Any] | None:
-    """The JsonRpcError that a failed call's status details carry; None when they carry none (a failure of
-    gRPC itself: the host unreachable, a message over the limit)."""
-    for key, value in failure.trailing_metadata() or ():
-        if key != STATUS_DETAILS_KEY:
-            continue
-        for detail in status_pb2.Status.FromString(value).details:
-            if detail.Is(userhost_pb2.JsonRpcError.DESCRIPTOR):
-                message = userhost_pb2.JsonRpcError()
-                detail.Unpack(message)
-                return to_json(message)
-    return None
-
-
 async def _abort(context: grpc.aio.ServicerContext, error: UserHostError) -> NoReturn:
     code, trailers = error_status(error)
     await context.abort(code, error.message, trailers)
     raise AssertionError("ServicerContext.abort returns only by raising")
-
-
-# --- addresses -----------------------------------------------------------------------------------------
-
-
-class GrpcAddressError(ValueError):
-    """The address is neither `unix:PATH` (absolute) nor a loopback IP address with a port."""
-
-
-@dataclass(frozen=True)
-class GrpcAddress:
-    """Where a user host serves gRPC: a Unix socket, or a loopback TCP address (port 0: any free port)."""
-
-    socket: Path | None = None
-    host: str = ""
-    port: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> GrpcAddress:
-        """`unix:PATH` or `IP:PORT` with a loopback IP (`127.0.0.1:50051`, `[::1]:50051`); GrpcAddressError
-        for anything else, remote or wildcard addresses and host names included."""
-        if text.startswith("unix:"):
-            path = Path(text[5:])
-            if not path.is_absolute():
-                raise GrpcAddressError(f"{text!r}: the socket path must be absolute")
-            return cls(socket=path)
-        host, colon, port = text.rpartition(":")
-        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        try:
-            loopback = ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            loopback = False
-        if not colon or not loopback:
-            raise GrpcAddressError(
-                f"{text!r} is not unix:PATH or a loopback address with a port (127.0.0.1:PORT): "
-                "the user host serves gRPC only on a Unix socket or on loopback"
-            )
-        if not port.isdigit() or int(port) > 65535:
-            raise GrpcAddressError(f"{text!r}: the port must be a number from 0 to 65535")
-        return cls(host=host, port=int(port))
-
-    @property
-    def target(self) -> str:
-        """The address as gRPC names it."""
-        if self.socket is not None:
-            return f"unix:{self.socket}"
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    def __str__(self) -> str:
-        return self.target
 
 
 # --- connections ---------------------------------------------------------------------------------------
@@ -300,42 +121,26 @@ class _Connection:
         self.session: ClientSession = server.host.attach("grpc", self._send, self._closed)
 
     async def call(self, method: str, request_id: RequestId, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Submit one request to the session and wait for its result; UserHostError for its error."""
-        if self.session.in_flight(request_id):
-            raise UserHostError(
-                UserHostErrorCode.INVALID_REQUEST,
-                f"{RPC_ID_KEY}: {request_id!r} is already in flight on this connection",
-            )
+        """Submit one request to the session and wait for its result; UserHostError for its error.
+
+        A cancelled gRPC call leaves its work running, unanswered; a plugin call's is cancelled as
+        PluginClientCancel would."""
         with self.idle.active():
-            return await self._wait(method, request_id, self.session.submit(request_id, method, params))
-
-    async def _wait(
-        self, method: str, request_id: RequestId, future: asyncio.Future[dict[str, Any]]
-    ) -> dict[str, Any]:
-        if future.done():  # answered at once: no wait, nothing to cancel
-            return future.result()
-        try:
-            # Shielded: cancelling the gRPC call must not cancel the work as a plain task cancel would.
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                future.add_done_callback(_unanswered)
+            try:
+                return await self.session.call(Request(request_id, method, params, RPC_ID_KEY))
+            except asyncio.CancelledError:
                 if method == "plugin/client/request":
-                    self._revoke(request_id, future)
-                raise  # the gRPC call was cancelled; other methods' work goes on, unanswered
-            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled") from None
-        except UserHostError:
-            raise
-        except Exception as error:
-            raise internal_error(error, request_id) from None
+                    self._revoke(request_id)
+                raise
 
-    def _revoke(self, request_id: RequestId, future: asyncio.Future[dict[str, Any]]) -> None:
+    def _revoke(self, request_id: RequestId) -> None:
         """Cancel a plugin call whose gRPC call was cancelled, as PluginClientCancel does; stop its work
         directly when PluginClientCancel cannot (an id the host chose, a graph that has moved on)."""
-        cancel = self.session.submit(self._server.internal_id(), "plugin/client/cancel", {"id": request_id})
+        cancel = self.session.submit(
+            Request(self._server.internal_id(), "plugin/client/cancel", {"id": request_id}, RPC_ID_KEY)
+        )
         if cancel.exception() is not None or not cancel.result()["cancelled"]:
-            future.cancel()
+            self.session.stop(request_id)
 
     def open_stream(self) -> None:
         """The connection's notification stream starts; `invalid_request` if it already has one."""
@@ -377,12 +182,6 @@ class _Connection:
         self.idle.stop()
         self._server.connections.pop(self.id, None)
         self._notices.put_nowait(None)
-
-
-def _unanswered(future: asyncio.Future[dict[str, Any]]) -> None:
-    """Take the outcome of a call nobody waits for any more, so that its error is not reported as lost."""
-    if not future.cancelled():
-        future.exception()
 
 
 # --- authentication ------------------------------------------------------------------------------------
@@ -428,7 +227,7 @@ def _token_digest(metadata: Mapping[str, str]) -> str | None:
 # --- the server ----------------------------------------------------------------------------------------
 
 
-class GrpcServer:
+class GrpcServer(Listener):
     """Serves a user host's clients over gRPC. Start it with `GrpcServer.start`."""
 
     def __init__(
@@ -521,6 +320,11 @@ class GrpcServer:
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info("listening", extra={"transport": "grpc", "address": self.address.target})
 
+    @property
+    def transport(self) -> str:
+        """`grpc ADDRESS`."""
+        return f"grpc {self.address.target}"
+
     def internal_id(self) -> int:
         """A fresh request id for a call that the client gave none."""
         return next(self._internal_ids)
@@ -546,14 +350,10 @@ class GrpcServer:
             else:
                 result = await self._connection(metadata).call(rpc.method, request_id, _params(request))
             response = to_message(rpc.response, result)
-            if response.ByteSize() > USERHOST_MAX_FRAME_BYTES:
-                raise UserHostError(
-                    UserHostErrorCode.INTERNAL, f"the response of {response.ByteSize()} bytes is too large"
-                )
-        except UserHostError as error:
-            await _abort(context, error)
+            if (error := too_large(response.ByteSize())) is not None:
+                raise error
         except Exception as error:
-            await _abort(context, internal_error(error, metadata.get(RPC_ID_KEY)))
+            await _abort(context, failure(error, metadata.get(RPC_ID_KEY)))
         return response
 
     def _request_id(self, text: str | None) -> RequestId:

@@ -42,12 +42,15 @@ from wuu.generated.catalog import (
 )
 from wuu.generated.models import UserHostErrorCode, UserHostInitializeParams
 
+from .address import is_loopback_ip, join_host_port, split_host_port
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BearerTokens
-from .envelope import MAX_ID_CHARS
-from .errors import UserHostError, internal_error
+from .envelope import MAX_ID_CHARS, usable_id
+from .errors import UserHostError
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
+from .protocol import Request, check_protocol_version, failure
+from .server import Listener
 from .session import ClientSession, parse_params
 from .tokens import TokenEntry, TokenStore
 
@@ -99,22 +102,20 @@ class HttpAddress:
     @classmethod
     def parse(cls, text: str) -> HttpAddress:
         """`127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`."""
-        host, colon, port = text.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not colon or not host or not port.isdigit() or int(port) > 65535:
+        host, port = split_host_port(text) or ("", None)
+        if not host or port is None:
             raise HttpAddressError(f"{text!r} is not HOST:PORT")
         if host != "localhost":
             try:
                 ipaddress.ip_address(host)
             except ValueError:
                 raise HttpAddressError(f"{host!r} is not an IP address or localhost") from None
-        return cls(host, int(port))
+        return cls(host, port)
 
     @property
     def loopback(self) -> bool:
         """Whether only this machine can reach the address."""
-        return self.host == "localhost" or ipaddress.ip_address(self.host).is_loopback
+        return self.host == "localhost" or is_loopback_ip(self.host)
 
 
 def _error_response(error: UserHostError) -> web.Response:
@@ -208,7 +209,7 @@ class _HttpClient:
                 "protocol_version": USERHOST_PROTOCOL_VERSION,
                 "client_info": {"name": self.entry.name, "version": "http"},
             }
-            initialized = session.submit(uuid.uuid4().hex, "initialize", handshake)
+            initialized = session.submit(Request(uuid.uuid4().hex, "initialize", handshake))
             self.session, self.initialized = session, initialized.result()
             self.idle.restart()
         return self.session
@@ -235,7 +236,7 @@ class _HttpClient:
             self.stream = None
 
 
-class HttpServer:
+class HttpServer(Listener):
     """Serves a user host's HTTP clients. Start it with `HttpServer.start`."""
 
     def __init__(
@@ -315,9 +316,7 @@ class HttpServer:
         self._runner = web.ServerRunner(self._server, handle_signals=False)
         await self._runner.setup()
         listening = _bind(address)
-        bound = listening.getsockname()
-        host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        self.address = f"{host}:{bound[1]}"
+        self.address = join_host_port(*listening.getsockname()[:2])
         self._accepting = AcceptLoop(listening, self._connect, self._pending, "http")
         self._bearer.start()
         log.info("listening", extra={"transport": "http", "address": self.address})
@@ -351,6 +350,11 @@ class HttpServer:
     def pending(self) -> int:
         """How many connections have not yet had a request authenticated."""
         return len(self._pending)
+
+    @property
+    def transport(self) -> str:
+        """`http HOST:PORT`."""
+        return f"http {self.address}"
 
     @property
     def streams(self) -> int:
@@ -431,12 +435,10 @@ class HttpServer:
         try:
             with client.idle.active():
                 return await self._route(request, client)
-        except UserHostError as error:
-            return _error_response(error)
         except _Revoked:
             return _unauthorized()
         except Exception as error:
-            return _error_response(internal_error(error, request.headers.get(REQUEST_ID_HEADER)))
+            return _error_response(failure(error, request.headers.get(REQUEST_ID_HEADER)))
 
     async def _route(self, request: web.BaseRequest, client: _HttpClient) -> web.StreamResponse:
         path = request.path
@@ -458,11 +460,7 @@ class HttpServer:
         if method == "initialize":
             params = parse_params(UserHostInitializeParams, body)
             assert isinstance(params, UserHostInitializeParams)
-            if params.protocol_version != USERHOST_PROTOCOL_VERSION:
-                raise UserHostError(
-                    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-                    f"version {params.protocol_version}; this host speaks {USERHOST_PROTOCOL_VERSION}",
-                )
+            check_protocol_version(params.protocol_version)
             return _json(client.initialized)
         return _json(await self._call(request, session, method, body))
 
@@ -485,25 +483,12 @@ class HttpServer:
         request_id = request.headers.get(REQUEST_ID_HEADER)
         if request_id is None:
             request_id = uuid.uuid4().hex
-        elif not 1 <= len(request_id) <= MAX_ID_CHARS:
+        elif usable_id(request_id) is None:
             raise UserHostError(
                 UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: 1 to {MAX_ID_CHARS} characters"
             )
-        if session.in_flight(request_id):
-            raise UserHostError(
-                UserHostErrorCode.INVALID_REQUEST, f"{REQUEST_ID_HEADER}: {request_id!r} is already in flight"
-            )
-        result = session.submit(request_id, method, params)
-        # Waited on, never awaited: this handler ending (the server closing) must not cancel the call.
-        await asyncio.wait({result})
-        if result.cancelled():
-            raise UserHostError(UserHostErrorCode.CANCELLED, "cancelled")
-        error = result.exception()
-        if error is None:
-            return result.result()
-        if isinstance(error, UserHostError):
-            raise error
-        raise internal_error(error, request_id)
+        # This handler ending (the server closing) leaves the call running: it ends with its session.
+        return await session.call(Request(request_id, method, params, REQUEST_ID_HEADER))
 
     async def _body(self, request: web.BaseRequest) -> dict[str, Any]:
         """The request's JSON object, read up to the body limit: 413 from its Content-Length or as soon as

@@ -25,8 +25,9 @@ from wuu.worker.framing import FrameOverLimit, MalformedFrame
 from wuu.worker.outbox import Outbox
 
 from .authority import UserHost
-from .envelope import FRAMING, MAX_METHOD_CHARS, REQUEST_KEYS, RequestId, error_response, usable_id
-from .errors import UserHostError, internal_error
+from .envelope import FRAMING, RequestId, error_response, usable_id
+from .errors import UserHostError
+from .protocol import Refusal, decode, outcome, reply, too_large
 from .session import ClientSession
 
 log = logging.getLogger("wuu.host.userhost")
@@ -145,7 +146,7 @@ class NdjsonConnection:
     def _initialize_expired(self) -> None:
         """The initialize deadline has passed: a client that has not initialized is closed."""
         assert self._session is not None
-        if self._session.graph is not None:
+        if self._session.initialized:
             return
         log.info(
             "closed a client that did not initialize in time",
@@ -175,92 +176,33 @@ class NdjsonConnection:
             self._receive(line)
 
     def _receive(self, line: bytes) -> None:
-        """Check one message's envelope and submit it; anything wrong is answered, never fatal."""
+        """Submit one message to the session, or answer what is wrong with it; nothing is fatal."""
         assert self._session is not None
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError as error:
-            self._send(
-                error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, f"not JSON: {error}"))
-            )
+        request = decode(line)
+        if request is None:
             return
-        if isinstance(message, list):
-            self._send(
-                error_response(
-                    None, UserHostError(UserHostErrorCode.INVALID_REQUEST, "batches are not supported")
-                )
-            )
+        if isinstance(request, Refusal):
+            self._send(request.to_wire())
             return
-        if not isinstance(message, dict):
-            self._send(
-                error_response(None, UserHostError(UserHostErrorCode.PARSE_ERROR, "not a JSON object"))
-            )
-            return
-        if "id" not in message and "method" in message:
-            return  # a client's notification: discarded, never answered
-        request_id = usable_id(message.get("id"))
-        if request_id is None:
-            self._send(
-                error_response(None, UserHostError(UserHostErrorCode.INVALID_REQUEST, "id: not a JsonRpcId"))
-            )
-            return
-        try:
-            method, params = self._envelope(message, request_id)
-        except UserHostError as error:
-            self._send(error_response(request_id, error))
-            return
-        result = self._session.submit(request_id, method, params)
-        if method == "initialize" and self._awaiting_initialize and self._session.graph is not None:
+        result = self._session.submit(request)
+        if self._awaiting_initialize and self._session.initialized:
             self._awaiting_initialize = False
             if self._deadline is not None:
                 self._deadline.cancel()
             if self._initialized is not None:
                 self._initialized()
         if result.done():
-            self._respond(request_id, result)
+            self._respond(request.id, result)
         else:
-            result.add_done_callback(lambda done: self._respond(request_id, done))
-
-    def _envelope(self, message: dict[str, Any], request_id: RequestId) -> tuple[str, dict[str, Any]]:
-        """The method and params of a JsonRpcRequest; `invalid_request` naming what is wrong."""
-        assert self._session is not None
-        extra = sorted(set(message) - REQUEST_KEYS)
-        method, params = message.get("method"), message.get("params", {})
-        problem = None
-        if message.get("jsonrpc") != "2.0":
-            problem = 'jsonrpc: must be "2.0"'
-        elif extra:
-            problem = f"unknown member {extra[0]!r}"
-        elif not isinstance(method, str) or not 1 <= len(method) <= MAX_METHOD_CHARS:
-            problem = f"method: a string of 1 to {MAX_METHOD_CHARS} characters"
-        elif not isinstance(params, dict):
-            problem = "params: an object"
-        elif self._session.in_flight(request_id):
-            problem = f"id: {request_id!r} is already in flight on this connection"
-        if problem is not None:
-            raise UserHostError(UserHostErrorCode.INVALID_REQUEST, problem)
-        assert isinstance(method, str) and isinstance(params, dict)
-        return method, params
+            result.add_done_callback(lambda done: self._respond(request.id, done))
 
     def _respond(self, request_id: RequestId, result: asyncio.Future[dict[str, Any]]) -> None:
-        if result.cancelled():
-            self._send(error_response(request_id, UserHostError(UserHostErrorCode.CANCELLED, "cancelled")))
-            return
-        error = result.exception()
-        if error is None:
-            self._send({"jsonrpc": "2.0", "id": request_id, "result": result.result()})
-        elif isinstance(error, UserHostError):
-            self._send(error_response(request_id, error))
-        else:
-            self._send(error_response(request_id, internal_error(error, request_id)))
+        self._send(reply(request_id, outcome(result, request_id)))
 
     def _send(self, message: dict[str, Any]) -> None:
         data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
-        if len(data) > USERHOST_MAX_FRAME_BYTES and "id" in message:
-            too_large = UserHostError(
-                UserHostErrorCode.INTERNAL, f"the response of {len(data)} bytes is too large"
-            )
-            data = orjson.dumps(error_response(message["id"], too_large), option=orjson.OPT_APPEND_NEWLINE)
+        if "id" in message and (error := too_large(len(data))) is not None:
+            data = orjson.dumps(error_response(message["id"], error), option=orjson.OPT_APPEND_NEWLINE)
         self._outbox.put(data)
 
     def _end(self) -> None:

@@ -1,24 +1,25 @@
-"""One client's connection to a user host: the protocol state of the user-host RPC, whatever its transport.
+"""One client's connection to a user host: its requests, run by the RPC's rules, whatever its transport.
 
-A transport (NDJSON on a byte stream, or gRPC) turns messages into `submit(id, method, params)` calls and
-writes what the returned future gives. The session applies the catalog's rules (spec/methods/userhost.json,
-spec/schema/userhost/*.schema.json): methods this transport serves, `initialize` first and once, strict
-params naming the bad field, plugin calls routed by the graph captured at `initialize`, cancellation of
-this connection's calls only, and the end of the connection revoking its calls' foreground authority.
+A transport (NDJSON on a byte stream, HTTP or gRPC) turns messages into `submit(request)` calls and writes
+what the returned future gives. The session applies the catalog's rules (spec/methods/userhost.json,
+spec/schema/userhost/*.schema.json) with the connection's `protocol.Requests` (methods this transport
+serves, `initialize` first and once, ids unique among the requests in flight), and runs them: strict params
+naming the bad field, plugin calls routed by the graph captured at `initialize`, cancellation of this
+connection's calls only, and the end of the connection revoking its calls' foreground authority.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
 
 from wuu.generated import validators
-from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
+from wuu.generated.catalog import USERHOST_METHODS
 from wuu.generated.models import (
     PluginClientCancelParams,
     PluginClientCancelResult,
@@ -37,6 +38,7 @@ from wuu.generated.wire import MethodSpec, WireModel
 from .envelope import RequestId
 from .errors import UserHostError
 from .plugins import Graph, PluginHandler
+from .protocol import Request, Requests, outcome
 from .services import Caller, HostServices
 
 log = logging.getLogger("wuu.host.userhost")
@@ -132,25 +134,27 @@ class ClientSession:
         self._send = send
         self._close = close
         self._calls: dict[RequestId, _Call] = {}
-        self._pending: dict[RequestId, asyncio.Future[dict[str, Any]]] = {}
+        self._requests: Requests[asyncio.Future[dict[str, Any]]] = Requests()
         self._detached = False
 
     # --- requests ------------------------------------------------------------------------------
 
+    @property
+    def initialized(self) -> bool:
+        """Whether the connection has completed `initialize`."""
+        return self._requests.initialized
+
     def in_flight(self, request_id: RequestId) -> bool:
         """Whether a request with this id is still in flight on this connection."""
-        return request_id in self._pending
+        return self._requests.in_flight(request_id)
 
-    def submit(
-        self, request_id: RequestId, method: str, params: Mapping[str, Any]
-    ) -> asyncio.Future[dict[str, Any]]:
-        """Start one request; a future for its result object, or its UserHostError.
-
-        The caller has checked the envelope, and that `request_id` is not in flight.
-        """
+    def submit(self, request: Request) -> asyncio.Future[dict[str, Any]]:
+        """Start one request; a future for its result object, or its UserHostError (a request the protocol's
+        rules refuse among them)."""
         loop = asyncio.get_running_loop()
+        request_id = request.id
         try:
-            work = self._dispatch(method, params)
+            work = self._dispatch(request)
         except UserHostError as error:
             failed: asyncio.Future[dict[str, Any]] = loop.create_future()
             failed.set_exception(error)
@@ -161,49 +165,63 @@ class ClientSession:
             return done
         call, coroutine = work
         task = asyncio.create_task(coroutine)
-        self._pending[request_id] = task
+        self._requests.start(request_id, task)
         if call is not None:
             call.task = task
             self._calls[request_id] = call
         task.add_done_callback(lambda _: self._forget(request_id))
         return task
 
+    async def call(self, request: Request) -> dict[str, Any]:
+        """Submit one request and wait for it: its result object, or its UserHostError raised (`cancelled`
+        when its work was cancelled, `internal` for an unexpected failure).
+
+        Waited on, never awaited: cancelling the caller leaves the request's work running, its outcome
+        unanswered; what the end of its own call means is the transport's to decide (`stop`).
+        """
+        future = self.submit(request)
+        if not future.done():
+            try:
+                await asyncio.wait({future})
+            except asyncio.CancelledError:
+                future.add_done_callback(_unanswered)
+                raise
+        answer = outcome(future, request.id)
+        if isinstance(answer, UserHostError):
+            raise answer
+        return answer
+
+    def stop(self, request_id: RequestId) -> None:
+        """Cancel the work of the request in flight with this id, if there is one (it is answered
+        `cancelled`)."""
+        work = self._requests.get(request_id)
+        if work is not None:
+            work.cancel()
+
     def _forget(self, request_id: RequestId) -> None:
-        self._pending.pop(request_id, None)
+        self._requests.finish(request_id)
         self._calls.pop(request_id, None)
 
     def _dispatch(
-        self, method: str, params: Mapping[str, Any]
+        self, request: Request
     ) -> dict[str, Any] | tuple[_Call | None, Coroutine[Any, Any, dict[str, Any]]]:
         """A request's result at once, or the call and the work that will give it."""
-        spec = USERHOST_METHODS.get(method)
-        if spec is None or spec.kind != "request" or spec.direction != "client_to_host":
-            raise UserHostError(
-                UserHostErrorCode.UNSUPPORTED_METHOD, f"{method} is not served on this transport"
-            )
-        if method == "initialize":
-            return self._initialize(parse_params(spec.params, params))
-        if self.graph is None:
-            raise UserHostError(UserHostErrorCode.NOT_INITIALIZED, f"{method} before initialize")
-        parsed = parse_params(spec.params, params)
+        spec = self._requests.admit(request)
+        if request.method == "initialize":
+            return self._initialize(parse_params(spec.params, request.params))
+        parsed = parse_params(spec.params, request.params)
         if isinstance(parsed, PluginClientRequestParams):
             return self._plugin_request(parsed)
         if isinstance(parsed, PluginClientCancelParams):
             return self._cancel(parsed)
-        if method == "shutdown":
+        if request.method == "shutdown":
             asyncio.get_running_loop().call_soon(self.detach)
             return UserHostShutdownResult().to_wire()
         return None, self._service(spec, parsed)
 
     def _initialize(self, params: WireModel) -> dict[str, Any]:
         assert isinstance(params, UserHostInitializeParams)
-        if self.graph is not None:
-            raise UserHostError(UserHostErrorCode.ALREADY_INITIALIZED, "this connection is initialized")
-        if params.protocol_version != USERHOST_PROTOCOL_VERSION:
-            raise UserHostError(
-                UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION,
-                f"version {params.protocol_version}; this host speaks {USERHOST_PROTOCOL_VERSION}",
-            )
+        self._requests.initialize(params.protocol_version)
         graph = self.graph = self.host.graph
         host = self.host
         return UserHostInitializeResult(
@@ -302,7 +320,13 @@ class ClientSession:
         self._detached = True
         for call in list(self._calls.values()):
             call.revoke()
-        for pending in list(self._pending.values()):
+        for pending in self._requests.work():
             pending.cancel()
         self.host.detached(self)
         self._close()
+
+
+def _unanswered(future: asyncio.Future[dict[str, Any]]) -> None:
+    """Take the outcome of a request nobody waits for any more, so that its error is not reported as lost."""
+    if not future.cancelled():
+        future.exception()

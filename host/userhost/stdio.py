@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from typing import IO
@@ -21,6 +22,30 @@ async def serve_stdio(host: UserHost, *, max_queued_bytes: int = DEFAULT_OUTBOX_
         host, reader, writer, "stdio", output_closed=output_closed, max_queued_bytes=max_queued_bytes
     )
     await connection.serve()
+
+
+class StdioServer:
+    """`serve_stdio` as a `server.Server`. Start it with `StdioServer.start`."""
+
+    transport = "stdio"
+
+    def __init__(self, serving: asyncio.Task[None]) -> None:
+        self._serving = serving
+
+    @classmethod
+    async def start(cls, host: UserHost) -> StdioServer:
+        """Begin serving the client on stdin and stdout."""
+        return cls(asyncio.create_task(serve_stdio(host)))
+
+    async def ended(self) -> None:
+        """Return once the client has gone; a failure of the transport is raised."""
+        await asyncio.wait({self._serving})
+        self._serving.result()
+
+    async def close(self) -> None:
+        """Stop serving the client, if it has not gone."""
+        self._serving.cancel()
+        await asyncio.gather(self._serving, return_exceptions=True)
 
 
 def _own_stdout() -> IO[bytes]:

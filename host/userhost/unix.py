@@ -21,6 +21,7 @@ from .authority import UserHost
 from .envelope import FRAMING
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
 from .ndjson import DEFAULT_INITIALIZE_SECONDS, DEFAULT_OUTBOX_BYTES, NdjsonConnection
+from .server import Listener
 
 log = logging.getLogger("wuu.host.userhost")
 
@@ -32,7 +33,7 @@ class SocketInUse(Exception):
     """The socket's path cannot be used: a live host answers there, or the path or its directory is unsafe."""
 
 
-class UnixServer:
+class UnixServer(Listener):
     """Serves a user host's clients on a Unix socket. Start it with `UnixServer.start`."""
 
     def __init__(
@@ -105,6 +106,11 @@ class UnixServer:
     def pending(self) -> int:
         """How many connections have not completed `initialize`."""
         return len(self._pending)
+
+    @property
+    def transport(self) -> str:
+        """`unix:PATH`."""
+        return f"unix:{self.path}"
 
     async def close(self) -> None:
         """Stop accepting, end every connection, and remove the socket file."""

@@ -25,7 +25,7 @@ from wuu.generated.models import PluginClientCancelParams
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.grpc_client import UserHostGrpcClient
-from wuu.host.userhost.grpc_service import MESSAGE_OPTIONS, RPCS
+from wuu.host.userhost.grpc_wire import MESSAGE_OPTIONS, RPCS
 
 from .config import IN_FLIGHT, Config
 from .round_trips import placed, round_trips

@@ -35,7 +35,7 @@ import grpc
 from wuu.generated.catalog import USERHOST_MAX_CLIENT_TRANSPORTS, USERHOST_MAX_FRAME_BYTES
 from wuu.host.userhost.client import ConnectionLost
 from wuu.host.userhost.grpc_client import UserHostGrpcClient
-from wuu.host.userhost.grpc_service import MESSAGE_OPTIONS, SERVICE
+from wuu.host.userhost.grpc_wire import MESSAGE_OPTIONS, SERVICE
 from wuu.host.userhost.tokens import TokenStore
 
 from .campaign import Campaign, Context, Outcome, traceback_in

@@ -53,6 +53,7 @@ from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.personal.provider import Decision, TaskRecord, TaskStateError
 from wuu.host.userhost.personal.tasks import TaskBoard
+from wuu.host.userhost.protocol import Request
 from wuu.host.userhost.services import Caller
 from wuu.host.userhost.session import ClientSession
 
@@ -531,8 +532,7 @@ class Device:
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The result of a request; UserHostError for its error."""
         self._ids += 1
-        found: dict[str, Any] = await self.session.submit(self._ids, method, params)
-        return found
+        return await self.session.call(Request(self._ids, method, params))
 
 
 async def device(space: Space, device_id: str) -> Device:
