@@ -13,7 +13,8 @@ def split_host_port(text: str) -> tuple[str, int | None] | None:
         return None
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    return host, int(port) if port.isdigit() and int(port) <= 65535 else None
+    # isdigit alone admits digits such as "²" that int() refuses.
+    return host, int(port) if port.isascii() and port.isdigit() and int(port) <= 65535 else None
 
 
 def join_host_port(host: str, port: int) -> str:

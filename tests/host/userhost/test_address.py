@@ -21,6 +21,8 @@ from wuu.host.userhost.http import HttpAddress, HttpAddressError
         ("host:65536", ("host", None)),
         ("host:", ("host", None)),
         ("host:-1", ("host", None)),
+        ("host:\u00b2", ("host", None)),
+        ("host:\u0665", ("host", None)),
         (":80", ("", 80)),
         ("no-colon", None),
     ],
@@ -50,6 +52,7 @@ def test_http_addresses() -> None:
         ("127.0.0.1", "'127.0.0.1' is not HOST:PORT"),
         ("[]:80", "'[]:80' is not HOST:PORT"),
         ("127.0.0.1:70000", "'127.0.0.1:70000' is not HOST:PORT"),
+        ("127.0.0.1:\u00b2", "'127.0.0.1:\u00b2' is not HOST:PORT"),
         ("example.org:80", "'example.org' is not an IP address or localhost"),
     ]:
         with pytest.raises(HttpAddressError) as caught:
@@ -67,6 +70,7 @@ def test_grpc_addresses() -> None:
         ("localhost:50051", not_loopback),
         ("127.0.0.1", not_loopback),
         ("127.0.0.1:http", "the port must be a number from 0 to 65535"),
+        ("127.0.0.1:\u00b2", "the port must be a number from 0 to 65535"),
     ]:
         with pytest.raises(GrpcAddressError) as caught:
             GrpcAddress.parse(text)
