@@ -33,6 +33,7 @@ from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
 from .binding import same_binding
+from .envelope import WORKER_ENVELOPE, request_ids
 from .errors import WorkerError, error_code
 from .framing import FrameTooLarge
 from .peer import ConnectionLost, Peer
@@ -133,12 +134,13 @@ class Connection:
     ) -> None:
         self._backend = backend
         self._loop = asyncio.get_running_loop()
+        self._callback_ids = request_ids("cb-")
         self._peer = Peer(
             reader,
             writer,
             self,
+            WORKER_ENVELOPE,
             remote="the host",
-            id_prefix="cb-",
             ignore_unknown_replies=True,
             output_closed=output_closed,
         )
@@ -393,7 +395,7 @@ class Connection:
 
     async def call_host(self, method: str, parent: str, params: WireModel) -> dict[str, Any]:
         """Send a callback request on behalf of `parent` and wait for the host's reply frame."""
-        frame = {"id": self._peer.next_id(), "method": method, "parent": parent, "data": params.to_wire()}
+        frame = {"id": next(self._callback_ids), "method": method, "parent": parent, "data": params.to_wire()}
         try:
             return await self._peer.request(frame)
         except (ConnectionLost, FrameTooLarge) as error:
