@@ -131,8 +131,8 @@ class ClientSurface(UserhostClientMethods):
 
 
 class UserHostClient(ClientSurface):
-    """A connection to one user host over NDJSON, on the protocol-neutral peer core with `CLIENT_ENVELOPE` (the user
-    host's frame limit, replies matched by JSON-RPC id). Cancelling a plugin call sends
+    """A connection to one user host over NDJSON, on the protocol-neutral peer core with `CLIENT_ENVELOPE`
+    (the user host's frame limit, replies matched by JSON-RPC id). Cancelling a plugin call sends
     `plugin/client/cancel` for it; the call's one response is still read (and dropped)."""
 
     def __init__(
