@@ -100,7 +100,9 @@ class WorkerClient(WorkerClientMethods):
         self._tasks: set[asyncio.Future[None]] = set()
         self._stderr = bytearray()
         self._ids = request_ids("h")
-        self._peer = Peer(reader, writer, self, WORKER_ENVELOPE, remote="the worker", transcript=self.transcript)
+        self._peer = Peer(
+            reader, writer, self, WORKER_ENVELOPE, remote="the worker", transcript=self.transcript
+        )
         self._reader = asyncio.create_task(self._read())
         self._stderr_reader = asyncio.create_task(self._read_stderr())
 

@@ -1,9 +1,9 @@
-"""The worker protocol's rules for whole frames (spec/schema/worker/frames.schema.json), given to the peer core.
+"""The worker protocol's rules for whole frames (spec/schema/worker/frames.schema.json), for the peer core.
 
-A frame's id is a FrameId: a non-empty string of at most `WORKER_MAX_ID_BYTES` bytes. A frame with `token` or
-`parent` is a request (the kinds are told apart by their keys), so one without a method is malformed rather than
-a reply. A reply over the frame limit is replaced by the error `reply_too_large`. Each end numbers its own
-requests with a prefix of its own, so the two directions' ids never read alike.
+A frame's id is a FrameId: a non-empty string of at most `WORKER_MAX_ID_BYTES` bytes. A frame with `token`
+or `parent` is a request (the kinds are told apart by their keys), so one without a method is malformed
+rather than a reply. A reply over the frame limit is replaced by the error `reply_too_large`. Each end
+numbers its own requests with a prefix of its own (request ids are scoped per direction).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .peer import Envelope
 
 
 def frame_id(value: object) -> str:
-    """`value` as a FrameId (a non-empty string of at most 256 bytes); MalformedFrame (saying why) otherwise."""
+    """`value` as a FrameId (a non-empty string of at most 256 bytes); else MalformedFrame, saying why."""
     if not isinstance(value, str) or not value:
         raise MalformedFrame("no string id")
     if len(value.encode()) > WORKER_MAX_ID_BYTES:
@@ -43,4 +43,5 @@ WORKER_ENVELOPE: Envelope[str] = Envelope(
     request_keys=frozenset({"token", "parent"}),
     reply_too_large=reply_too_large,
 )
-"""The worker protocol's frames: at most `WORKER_MAX_FRAME_BYTES`, FrameId ids, `token`/`parent` only on requests."""
+"""The worker protocol's frames: at most `WORKER_MAX_FRAME_BYTES`, FrameId ids, `token` and `parent` only
+on requests, `reply_too_large` for a reply over the limit."""

@@ -69,7 +69,7 @@ def _int_id(value: object) -> int:
 
 
 SMALL = Envelope(framing=Framing(64), frame_id=_int_id, request_keys=frozenset({"ask"}), reply_too_large=None)
-"""A made-up protocol: integer ids, frames of at most 64 bytes, `ask` only on requests, no oversize stand-in."""
+"""A made-up protocol: integer ids, frames of at most 64 bytes, `ask` only on requests, no oversize reply."""
 
 
 @dataclass
