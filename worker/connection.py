@@ -133,7 +133,8 @@ class Connection:
         output_closed: asyncio.Event | None = None,
     ) -> None:
         self._backend = backend
-        self._loop = asyncio.get_running_loop()
+        # Every request's work is a task of this group, entered by `run`: none outlives the connection.
+        self._handlers = asyncio.TaskGroup()
         self._callback_ids = request_ids("cb-")
         self._peer = Peer(
             reader,
@@ -161,10 +162,12 @@ class Connection:
 
         Raises the error of the provider's `close`, if any, after everything else is done.
         """
-        self.end_reason = await self._peer.read()
-        log.debug("connection ending: %s", self.end_reason)
         try:
-            await self._drain_handlers()
+            async with self._handlers:
+                self.end_reason = await self._peer.read()
+                log.debug("connection ending: %s", self.end_reason)
+                for context in list(self._inflight.values()):
+                    self._cancel(context)
         finally:
             self.lifetime.set()
             try:
@@ -300,7 +303,7 @@ class Connection:
         to waiting right after.
         """
         self._inflight[context.id] = context
-        context.task = self._loop.create_task(self._answer(context, work, shape))
+        context.task = self._handlers.create_task(self._answer(context, work, shape))
 
     async def _answer(
         self, context: _Context, work: Awaitable[Any], shape: Callable[[Any], dict[str, Any]]
@@ -371,12 +374,6 @@ class Connection:
         context.signal.set()
         self._inflight.pop(context.id, None)
         self._peer.send(reply)
-
-    async def _drain_handlers(self) -> None:
-        contexts = list(self._inflight.values())
-        for context in contexts:
-            self._cancel(context)
-        await asyncio.gather(*(c.task for c in contexts if c.task is not None), return_exceptions=True)
 
     # --- output --------------------------------------------------------------------------------
 
