@@ -34,6 +34,7 @@ from wuu.generated.models import (
 )
 from wuu.generated.wire import WireModel
 
+from .envelope import WORKER_ENVELOPE, request_ids
 from .errors import error_code, split_error
 from .framing import Frame, reader_limit
 from .peer import ConnectionLost, Peer
@@ -98,13 +99,9 @@ class WorkerClient(WorkerClientMethods):
         self._events: asyncio.Queue[ProcessEvent | None] = asyncio.Queue()
         self._tasks: set[asyncio.Future[None]] = set()
         self._stderr = bytearray()
+        self._ids = request_ids("h")
         self._peer = Peer(
-            reader,
-            writer,
-            self,
-            remote="the worker",
-            id_prefix="h",
-            transcript=self.transcript,
+            reader, writer, self, WORKER_ENVELOPE, remote="the worker", transcript=self.transcript
         )
         self._reader = asyncio.create_task(self._read())
         self._stderr_reader = asyncio.create_task(self._read_stderr())
@@ -149,7 +146,7 @@ class WorkerClient(WorkerClientMethods):
 
     def next_id(self) -> str:
         """A request id not used before on this connection."""
-        return self._peer.next_id()
+        return next(self._ids)
 
     async def call(self, method: str, params: WireModel, result: type[R]) -> R:
         """Send one request and decode its result; ReplyError on an error reply."""

@@ -33,6 +33,7 @@ from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
 from .binding import same_binding
+from .envelope import WORKER_ENVELOPE, request_ids
 from .errors import WorkerError, error_code
 from .framing import FrameTooLarge
 from .peer import ConnectionLost, Peer
@@ -132,13 +133,15 @@ class Connection:
         output_closed: asyncio.Event | None = None,
     ) -> None:
         self._backend = backend
-        self._loop = asyncio.get_running_loop()
+        # Every request's work is a task of this group, entered by `run`: none outlives the connection.
+        self._handlers = asyncio.TaskGroup()
+        self._callback_ids = request_ids("cb-")
         self._peer = Peer(
             reader,
             writer,
             self,
+            WORKER_ENVELOPE,
             remote="the host",
-            id_prefix="cb-",
             ignore_unknown_replies=True,
             output_closed=output_closed,
         )
@@ -159,10 +162,12 @@ class Connection:
 
         Raises the error of the provider's `close`, if any, after everything else is done.
         """
-        self.end_reason = await self._peer.read()
-        log.debug("connection ending: %s", self.end_reason)
         try:
-            await self._drain_handlers()
+            async with self._handlers:
+                self.end_reason = await self._peer.read()
+                log.debug("connection ending: %s", self.end_reason)
+                for context in list(self._inflight.values()):
+                    self._cancel(context)
         finally:
             self.lifetime.set()
             try:
@@ -298,7 +303,7 @@ class Connection:
         to waiting right after.
         """
         self._inflight[context.id] = context
-        context.task = self._loop.create_task(self._answer(context, work, shape))
+        context.task = self._handlers.create_task(self._answer(context, work, shape))
 
     async def _answer(
         self, context: _Context, work: Awaitable[Any], shape: Callable[[Any], dict[str, Any]]
@@ -370,12 +375,6 @@ class Connection:
         self._inflight.pop(context.id, None)
         self._peer.send(reply)
 
-    async def _drain_handlers(self) -> None:
-        contexts = list(self._inflight.values())
-        for context in contexts:
-            self._cancel(context)
-        await asyncio.gather(*(c.task for c in contexts if c.task is not None), return_exceptions=True)
-
     # --- output --------------------------------------------------------------------------------
 
     def _reply_error(self, frame_id: str, error: WorkerError) -> None:
@@ -393,7 +392,7 @@ class Connection:
 
     async def call_host(self, method: str, parent: str, params: WireModel) -> dict[str, Any]:
         """Send a callback request on behalf of `parent` and wait for the host's reply frame."""
-        frame = {"id": self._peer.next_id(), "method": method, "parent": parent, "data": params.to_wire()}
+        frame = {"id": next(self._callback_ids), "method": method, "parent": parent, "data": params.to_wire()}
         try:
             return await self._peer.request(frame)
         except (ConnectionLost, FrameTooLarge) as error:

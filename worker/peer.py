@@ -1,22 +1,20 @@
-"""The peer core: one end of one worker-protocol connection (spec/schema/worker/frames.schema.json).
+"""The peer core: one end of one framed connection, whatever protocol it carries.
 
-Both ends of a v4 connection do the same things: read frames and end the connection at a malformed
+Both ends of a framed connection do the same things: read frames and end the connection at a malformed
 one, write whole frames in order, match the replies they receive to the requests they sent, and fail
-every request still pending when the connection ends. `Peer` does them once, for the worker SDK's
-serving connection (`connection.py`) and for the host's client (`client.py`); each end gives it an
-`Endpoint` with its own rules for the requests and notifications it receives.
+every request still pending when the connection ends. `Peer` does them once. A protocol gives it an
+`Envelope` with its rules for whole frames (the worker protocol's is `envelope.WORKER_ENVELOPE`, the
+user-host client's is in `wuu.host.userhost.client`), and each end an `Endpoint` with its own rules for
+the requests and notifications it receives.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Callable
-from typing import Protocol
-
-from wuu.generated.catalog import WORKER_MAX_ID_BYTES
-from wuu.generated.models import ErrorCode
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 from .frame_reader import FrameReader
 from .framing import Frame, FrameTooLarge, Framing, MalformedFrame, OutputClosed
@@ -25,31 +23,43 @@ from .transcript import Transcript
 
 log = logging.getLogger("wuu.worker.peer")
 
+Id = TypeVar("Id")
+Id_contra = TypeVar("Id_contra", contravariant=True)
+
 
 class ConnectionLost(Exception):
     """The connection ended with the request in flight: its outcome is unknown, and it is not retried."""
 
 
-class Endpoint(Protocol):
+@dataclass(frozen=True, slots=True)
+class Envelope(Generic[Id]):
+    """One protocol's rules for whole frames, which the peer applies to every frame it reads or sends.
+
+    A frame with a method and no id is a notification, with a method and an id a request, with neither
+    a method nor any of `request_keys` a reply.
+    """
+
+    framing: Framing
+    """The frame codec, at the protocol's frame limit."""
+    frame_id: Callable[[object], Id]
+    """A frame's `id` as one of the protocol's ids; MalformedFrame (saying why) if it is not one."""
+    request_keys: frozenset[str]
+    """Keys only a request carries: a frame with one of them and no method is malformed, not a reply."""
+    reply_too_large: Callable[[Frame, FrameTooLarge], Frame] | None
+    """What is sent instead of a reply over the frame limit; None: such a reply raises FrameTooLarge."""
+
+
+class Endpoint(Protocol[Id_contra]):
     """What one end does with the requests and notifications it receives (replies are the peer's)."""
 
-    def on_request(self, frame_id: str, method: str, frame: Frame) -> str | None:
-        """Take a request frame (its id is a valid FrameId); return why it is malformed, or None."""
+    def on_request(self, frame_id: Id_contra, method: str, frame: Frame) -> str | None:
+        """Take a request frame (its id is valid for the protocol); return why it is malformed, or None."""
 
     def on_notification(self, method: str, frame: Frame) -> str | None:
         """Take a frame with a method and no id; return why it is malformed, or None."""
 
 
-def frame_id_problem(frame_id: object) -> str | None:
-    """Why `frame_id` is not a FrameId (a non-empty string of at most 256 bytes), or None."""
-    if not isinstance(frame_id, str) or not frame_id:
-        return "no string id"
-    if len(frame_id.encode()) > WORKER_MAX_ID_BYTES:
-        return f"id over {WORKER_MAX_ID_BYTES} bytes"
-    return None
-
-
-class Peer:
+class Peer(Generic[Id]):
     """One framed connection over a stream pair: frames in, frames out, replies matched to requests.
 
     `read()` routes incoming frames until the connection ends. `send()` queues a frame; one writer
@@ -63,30 +73,27 @@ class Peer:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        endpoint: Endpoint,
+        endpoint: Endpoint[Id],
+        envelope: Envelope[Id],
         *,
         remote: str,
-        id_prefix: str,
         ignore_unknown_replies: bool = False,
         transcript: Transcript | None = None,
         output_closed: asyncio.Event | None = None,
-        framing: Framing | None = None,
-        id_problem: Callable[[object], str | None] = frame_id_problem,
     ) -> None:
         """`remote` names the other end in messages ("the worker"); `output_closed` may be set from outside
-        when the output is known to be gone (a pipe's reader went away while nothing was being written).
-        `framing` and `id_problem` are the worker protocol's unless a protocol on the same core (the
-        user-host RPC's client) gives its own frame limit and id rule."""
-        self.framing = framing or Framing()
+        when the output is known to be gone (a pipe's reader went away while nothing was being written)."""
+        self.framing = envelope.framing
         self.transcript = transcript or Transcript(enabled=False)
         self.lost: str | None = None
         """Why the connection ended; None while it is open."""
         self._reader = reader
         self._endpoint = endpoint
         self._remote = remote
-        self._ids = (f"{id_prefix}{n}" for n in itertools.count(1))
         self._ignore_unknown_replies = ignore_unknown_replies
-        self._id_problem = id_problem
+        self._frame_id = envelope.frame_id
+        self._request_keys = envelope.request_keys
+        self._reply_too_large = envelope.reply_too_large
         self._pending: dict[object, asyncio.Future[Frame]] = {}
         self._outbox = Outbox(writer, remote=remote, closed=output_closed, sent=self.transcript.sent)
 
@@ -178,21 +185,16 @@ class Peer:
         return f"malformed frame from {self._remote}: {problem}"
 
     def _route(self, frame: Frame) -> str | None:
-        """Route one frame; return why it is malformed, or None."""
+        """Route one frame; return why it is malformed, or None (MalformedFrame for a bad id)."""
         method = frame.get("method")
         if "method" in frame and not isinstance(method, str):
             return "method is not a string"
         if "id" not in frame and method is not None:
             return self._endpoint.on_notification(method, frame)
-        if method is None and ("token" in frame or "parent" in frame):
+        if method is None and not self._request_keys.isdisjoint(frame):
             return "a request without a method"  # its keys make it a request, not a reply to ignore
-        frame_id = frame.get("id")
-        problem = self._id_problem(frame_id)
-        if problem is not None:
-            return problem
+        frame_id = self._frame_id(frame.get("id"))
         if method is not None:
-            if not isinstance(frame_id, str):
-                return "a request's id is not a string"
             return self._endpoint.on_request(frame_id, method, frame)
         waiter = self._pending.pop(frame_id, None)
         if waiter is None or waiter.done():
@@ -212,16 +214,14 @@ class Peer:
     # --- output --------------------------------------------------------------------------------
 
     def send(self, frame: Frame) -> None:
-        """Queue one frame. A reply over the limit is replaced by the error `reply_too_large`; any other
-        frame over it raises FrameTooLarge and is not sent."""
+        """Queue one frame. A reply over the limit is replaced by what the envelope says; any other frame
+        over it (or a reply the envelope has no replacement for) raises FrameTooLarge and is not sent."""
         try:
             data = self.framing.encode(frame)
         except FrameTooLarge as error:
-            if "id" not in frame or "method" in frame:
+            if "id" not in frame or "method" in frame or self._reply_too_large is None:
                 raise
-            data = self.framing.encode(
-                {"id": frame["id"], "error": f"{ErrorCode.REPLY_TOO_LARGE.value}: {error}"}
-            )
+            data = self.framing.encode(self._reply_too_large(frame, error))
         self._outbox.put(data)
 
     async def send_bytes(self, data: bytes) -> None:
@@ -247,10 +247,6 @@ class Peer:
         self._outbox.abort()
 
     # --- requests ------------------------------------------------------------------------------
-
-    def next_id(self) -> str:
-        """A request id not used before on this connection."""
-        return next(self._ids)
 
     def expect_reply(self, frame_id: object) -> asyncio.Future[Frame]:
         """A future for the reply to `frame_id`, for a request sent by hand (`send` or `send_bytes`)."""

@@ -34,10 +34,10 @@ from wuu.generated.models import (
     UserInput,
 )
 from wuu.generated.wire import WireModel
-from wuu.worker.framing import Frame
-from wuu.worker.peer import ConnectionLost, Peer
+from wuu.worker.framing import Frame, MalformedFrame
+from wuu.worker.peer import ConnectionLost, Envelope, Peer
 
-from .envelope import FRAMING, usable_id
+from .envelope import FRAMING, RequestId, usable_id
 from .errors import UserHostError
 
 __all__ = ["ClientSurface", "ConnectionLost", "UserHostClient"]
@@ -46,8 +46,18 @@ R = TypeVar("R", bound=WireModel)
 CLIENT_INFO = UserHostClientInfo(name="wuu-userhost-client", version="0.1.0")
 
 
-def _id_problem(value: object) -> str | None:
-    return None if usable_id(value) is not None else "the id is not a JsonRpcId"
+def _jsonrpc_id(value: object) -> RequestId:
+    request_id = usable_id(value)
+    if request_id is None:
+        raise MalformedFrame("the id is not a JsonRpcId")
+    return request_id
+
+
+CLIENT_ENVELOPE: Envelope[RequestId] = Envelope(
+    framing=FRAMING, frame_id=_jsonrpc_id, request_keys=frozenset(), reply_too_large=None
+)
+"""The user-host RPC as a client reads and writes it: frames at the user host's limit, JsonRpcId ids. A
+client sends no responses, so none is ever replaced."""
 
 
 class ClientSurface(UserhostClientMethods):
@@ -121,8 +131,8 @@ class ClientSurface(UserhostClientMethods):
 
 
 class UserHostClient(ClientSurface):
-    """A connection to one user host over NDJSON, on the worker package's peer core (framing at the user
-    host's frame limit, replies matched by JSON-RPC id). Cancelling a plugin call sends
+    """A connection to one user host over NDJSON, on the protocol-neutral peer core with `CLIENT_ENVELOPE`
+    (the user host's frame limit, replies matched by JSON-RPC id). Cancelling a plugin call sends
     `plugin/client/cancel` for it; the call's one response is still read (and dropped)."""
 
     def __init__(
@@ -137,15 +147,7 @@ class UserHostClient(ClientSurface):
         self.process = process
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Future[None]] = set()
-        self._peer = Peer(
-            reader,
-            writer,
-            self,
-            remote="the user host",
-            id_prefix="",
-            framing=FRAMING,
-            id_problem=_id_problem,
-        )
+        self._peer = Peer(reader, writer, self, CLIENT_ENVELOPE, remote="the user host")
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
@@ -225,7 +227,7 @@ class UserHostClient(ClientSurface):
         self._notifications.put_nowait(notice)
         return None
 
-    def on_request(self, frame_id: str, method: str, frame: Frame) -> str | None:
+    def on_request(self, frame_id: RequestId, method: str, frame: Frame) -> str | None:
         return f"the host sent a request ({method!r}); it sends only responses and notifications"
 
     async def _read(self) -> None:

@@ -181,11 +181,10 @@ async def attach(path: Path, lifetime_s: float) -> int:
     stdin, stdout = await _stdio()
     # The host's EOF half-closes the socket, so the worker detaches this connection and then closes it;
     # the relay ends with the worker's side.
-    to_worker = asyncio.create_task(_pump(stdin, socket_writer, half_close=True))
-    await _pump(socket_reader, stdout, half_close=False)
-    to_worker.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await to_worker
+    async with asyncio.TaskGroup() as relay:
+        to_worker = relay.create_task(_pump(stdin, socket_writer, half_close=True))
+        await _pump(socket_reader, stdout, half_close=False)
+        to_worker.cancel()
     socket_writer.close()
     stdout.close()
     return 0

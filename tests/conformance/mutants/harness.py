@@ -32,10 +32,10 @@ from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_TOOLS
 from wuu.generated.models import ErrorCode, ExecutionToolRequestV4, InitializeParams
 from wuu.generated.wire import WireModel
 from wuu.worker import ExecutionBackendV4, RequestContext, WorkerError, serve
+from wuu.worker.envelope import frame_id
 from wuu.worker.errors import split_error
 from wuu.worker.framing import MalformedFrame, decode, reader_limit
 from wuu.worker.native.worker import NativeWorker
-from wuu.worker.peer import frame_id_problem
 from wuu.worker.streams import connect_pipes
 
 Frame = dict[str, Any]
@@ -63,7 +63,11 @@ def malformed(line: bytes) -> bool:
     if not line.endswith(b"\n") or len(line) > WORKER_MAX_FRAME_BYTES:
         return True
     frame = frame_of(line)
-    if frame is None or frame_id_problem(frame.get("id")) is not None:
+    if frame is None:
+        return True
+    try:
+        frame_id(frame.get("id"))
+    except MalformedFrame:
         return True
     return "method" in frame and not isinstance(frame["method"], str)
 
