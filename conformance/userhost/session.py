@@ -39,8 +39,8 @@ from typing import Any, NoReturn
 from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
 from wuu.generated.models import UserHostIsolationMode
 
+from ..outcomes import CaseFailed, CaseSkipped
 from ..probe import first_answer
-from ..session import CaseFailed, CaseSkipped
 from .connection import READ_LIMIT, Connection, Message, RequestId, code_of, field_of
 
 USER_SPACE = "conformance"

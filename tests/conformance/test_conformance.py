@@ -14,7 +14,7 @@ from tests.helpers import passes_every_case
 from wuu.conformance import cli
 from wuu.conformance.registry import spec_text
 from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.suite import WORKER
 from wuu.generated.models import RequirementTier
 
 ROOT = Path(__file__).resolve().parents[2]

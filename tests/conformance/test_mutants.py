@@ -25,7 +25,7 @@ import pytest
 
 from wuu.conformance.registry import Case
 from wuu.conformance.runner import select
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.suite import WORKER
 
 from .mutants import Mutant, load
 from .selections import Job, Selections, summary

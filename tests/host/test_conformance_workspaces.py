@@ -16,8 +16,8 @@ import pytest
 
 from tests.helpers import NATIVE_WORKER
 from wuu.conformance.runner import run_all, select
-from wuu.conformance.session import Session
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.session import Session
+from wuu.conformance.worker.suite import WORKER
 
 ELSEWHERE_WORKER = [
     sys.executable,

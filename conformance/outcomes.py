@@ -1,0 +1,23 @@
+"""How a case, or a whole run, ends other than by passing: the exceptions both suites and the runner share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class CaseFailed(Exception):
+    """The implementation broke the rule the case checks (or another rule on the way)."""
+
+
+class CaseSkipped(Exception):
+    """The case does not apply: the implementation does not offer what it needs."""
+
+
+class StartFailure(Exception):
+    """The command under test could not be started or ended before answering its first request."""
+
+    def __init__(self, command: Sequence[str], what: str, stderr: str) -> None:
+        super().__init__(what)
+        self.command = list(command)
+        self.what = what
+        self.stderr = stderr
