@@ -21,7 +21,7 @@ from wuu.conformance.worker.suite import WORKER
 
 ELSEWHERE_WORKER = [
     sys.executable,
-    str(Path(__file__).parents[1] / "worker" / "fixtures" / "elsewhere_worker.py"),
+    str(Path(__file__).parents[2] / "worker" / "fixtures" / "elsewhere_worker.py"),
 ]
 TIMEOUT = 20.0
 
