@@ -20,7 +20,7 @@ from wuu.worker.client import ConnectionLost, WorkerClient
 from wuu.worker.errors import split_error
 from wuu.worker.framing import encode
 
-from ..outcomes import CaseFailed, CaseSkipped
+from ..outcomes import CaseFailed, CaseSkipped, Checks
 from ..probe import first_answer
 
 SESSION_ID = "conformance-thread"
@@ -41,7 +41,7 @@ def code_of(reply: Mapping[str, Any]) -> str | None:
     return split_error(error)[0] if isinstance(error, str) else None
 
 
-class Session:
+class Session(Checks):
     """One adapter process for one case.
 
     The case's directory (`workdir`, the root beneath it) is this machine's, and the runner removes it. An
@@ -80,14 +80,6 @@ class Session:
             await self.remove_elsewhere()
 
     # --- checks ----------------------------------------------------------------------------------
-
-    def expect(self, condition: object, message: str) -> None:
-        """Fail the case with `message` unless `condition` holds."""
-        if not condition:
-            raise CaseFailed(message)
-
-    def skip(self, reason: str) -> None:
-        raise CaseSkipped(reason)
 
     def require_method(self, method: str) -> None:
         """Skip unless the adapter advertised `method` at initialize."""
