@@ -20,8 +20,9 @@ import sys
 from collections.abc import Sequence
 
 from . import report
+from .outcomes import StartFailure
 from .probe import describe
-from .registry import StartFailure, Suite
+from .registry import Suite
 from .runner import CaseResult, Status, known_failing, mark_known_failing, probe, run_all, select
 from .suites import SUITES
 

@@ -8,7 +8,7 @@ import contextlib
 import shlex
 from collections.abc import Mapping, Sequence
 
-from .registry import StartFailure
+from .outcomes import StartFailure
 
 STDERR_KEPT = 8192
 

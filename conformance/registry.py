@@ -52,16 +52,6 @@ def spec_text(pointer: str) -> str:
     return node if isinstance(node, str) else str(node["description"])
 
 
-class StartFailure(Exception):
-    """The command under test could not be started or ended before answering its first request."""
-
-    def __init__(self, command: Sequence[str], what: str, stderr: str) -> None:
-        super().__init__(what)
-        self.command = list(command)
-        self.what = what
-        self.stderr = stderr
-
-
 class CaseSession(Protocol):
     """What the runner needs of a suite's session: one fresh implementation process for one case."""
 

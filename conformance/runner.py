@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from .outcomes import CaseFailed, CaseSkipped
 from .registry import Case, Suite
-from .session import CaseFailed, CaseSkipped
 
 
 class Status(Enum):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wuu.conformance.runner import run_all
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.suite import WORKER
 from wuu.generated import validators
 from wuu.worker.client import WorkerClient
 from wuu.worker.errors import split_error

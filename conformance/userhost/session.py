@@ -39,8 +39,8 @@ from typing import Any, NoReturn
 from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
 from wuu.generated.models import UserHostIsolationMode
 
+from ..outcomes import CaseFailed, CaseSkipped, Checks
 from ..probe import first_answer
-from ..session import CaseFailed, CaseSkipped
 from .connection import READ_LIMIT, Connection, Message, RequestId, code_of, field_of
 
 USER_SPACE = "conformance"
@@ -77,7 +77,7 @@ class Attempt:
     """Everything it wrote on its stderr."""
 
 
-class HostSession:
+class HostSession(Checks):
     """One host for one case: the process of the command under test, started again when a case asks."""
 
     def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
@@ -304,14 +304,6 @@ class HostSession:
                     await asyncio.wait_for(process.wait(), self.timeout)
 
     # --- checks ----------------------------------------------------------------------------------
-
-    def expect(self, condition: object, message: str) -> None:
-        """Fail the case with `message` unless `condition` holds."""
-        if not condition:
-            raise CaseFailed(message)
-
-    def skip(self, reason: str) -> NoReturn:
-        raise CaseSkipped(reason)
 
     def unserved(self, method: str, message: Message) -> bool:
         """Whether `message`, the response to a Personal call of `method`, says that the host does not serve

@@ -1,4 +1,4 @@
-"""Fixtures of the native-worker suite (tests/worker/test_native_*.py).
+"""Fixtures of the native-worker suite (tests/worker/native/test_native_*.py).
 
 Every test that asks for a worker gets a fresh worker process, once per entry of WORKER_COMMANDS, and a
 fresh workspace root.

@@ -15,7 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from wuu.conformance.session import CaseFailed, Session
+from wuu.conformance.outcomes import CaseFailed
+from wuu.conformance.worker.session import Session
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES
 from wuu.generated.models import InitializeParams
 from wuu.worker import ExecutionBackendV4, RequestContext, run_execution_backend_v4

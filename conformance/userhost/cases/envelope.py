@@ -16,7 +16,7 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_PROTOCOL_VERSION
 
-from ...session import CaseFailed
+from ...outcomes import CaseFailed
 from ..connection import Connection, Message, RequestId, code_of, field_of
 from ..session import HostSession, initialize_params
 from ..suite import USERHOST

@@ -5,9 +5,9 @@ Each mutant is named for the rule it breaks and lists the requirement ids it bre
 relay between each client transport and the unchanged host, a composition override of the reference
 Personal composition, or a startup override in place of `UserHost.start`. Everything else stays as the
 reference host has it, so the user-host suite must fail the mutant with a case aimed at the broken
-requirement (tests/conformance/test_userhost_mutants.py checks that it does).
+requirement (tests/conformance/userhost/test_mutants.py checks that it does).
 
-`python -m tests.conformance.userhost_mutants NAME serve ARGS...` (from the repository's root) serves the
+`python -m tests.conformance.userhost.mutants NAME serve ARGS...` (from the repository's root) serves the
 mutant NAME with the arguments of `wuu-userhost serve`; `--list` prints every mutant with the requirements
 it breaks. The modules are split by area, like the suite's cases; `controls.py` holds the hosts built the
 same way with nothing broken.

@@ -1,12 +1,12 @@
 """Mutants: the native reference worker with exactly one rule of the spec broken, to test the suite itself.
 
-Each mutant is named for the rule it breaks and lists the requirement ids (conformance/requirements.json)
+Each mutant is named for the rule it breaks and lists the requirement ids (conformance/worker/requirements.json)
 that rule belongs to. It is built from a public extension point (harness.py): a handler override of the
 native worker's backend, or a relay in front of the SDK that breaks one of the SDK's rules. Everything
 else stays as the reference worker has it, so the conformance suite must fail the mutant with a case
-aimed at the broken requirement (tests/conformance/test_mutants.py checks that it does).
+aimed at the broken requirement (tests/conformance/worker/test_mutants.py checks that it does).
 
-`python -m tests.conformance.mutants NAME` (from the repository's root) serves the mutant NAME on
+`python -m tests.conformance.worker.mutants NAME` (from the repository's root) serves the mutant NAME on
 stdin/stdout; `--list` prints every mutant with the requirements it breaks. The modules are split by
 area, like the conformance cases.
 """

@@ -9,7 +9,7 @@ import pytest
 from wuu.conformance import cli
 from wuu.conformance.registry import spec_text
 from wuu.conformance.runner import Status, run_all, select
-from wuu.conformance.suites import USERHOST
+from wuu.conformance.userhost.suite import USERHOST
 from wuu.generated.models import RequirementTier
 
 SERVE = [

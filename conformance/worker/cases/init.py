@@ -5,7 +5,7 @@ from __future__ import annotations
 from wuu.generated.catalog import WORKER_METHODS
 
 from ..session import Session, code_of
-from ..suites import WORKER
+from ..suite import WORKER
 from .tools import expect_code
 
 

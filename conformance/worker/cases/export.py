@@ -9,8 +9,9 @@ from typing import Any
 
 from wuu.generated.catalog import WORKER_MAX_EXPORT_BYTES
 
-from ..session import CaseFailed, Session, code_of
-from ..suites import WORKER
+from ...outcomes import CaseFailed
+from ..session import Session, code_of
+from ..suite import WORKER
 
 CONTENT = "".join(f"line {n:04d}: the quick brown fox\n" for n in range(200))  # 6,200 bytes
 

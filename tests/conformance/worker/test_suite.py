@@ -14,17 +14,20 @@ from tests.helpers import passes_every_case
 from wuu.conformance import cli
 from wuu.conformance.registry import spec_text
 from wuu.conformance.runner import Status, known_failing, mark_known_failing, run_all, select
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.suite import WORKER
 from wuu.generated.models import RequirementTier
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NATIVE = [sys.executable, "-m", "wuu.worker"]
 DELEGATED = [sys.executable, str(ROOT / "tests" / "worker" / "fixtures" / "delegating_worker.py")]
 # No worker: it answers its first line with an empty object (so it starts), and breaks every rule after.
 NO_WORKER = ["sh", "-c", "read line; echo '{}'"]
 NODE = ["node", str(ROOT / "conformance" / "examples" / "node" / "worker.mjs")]
 # The native worker with extension keys in its tools' result metadata, which the spec allows.
-EXTENDED = [sys.executable, str(ROOT / "tests" / "conformance" / "fixtures" / "extension_worker.py")]
+EXTENDED = [
+    sys.executable,
+    str(ROOT / "tests" / "conformance" / "worker" / "fixtures" / "extension_worker.py"),
+]
 
 
 # --- the registry -------------------------------------------------------------------------------------

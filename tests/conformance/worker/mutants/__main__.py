@@ -1,4 +1,4 @@
-"""`python -m tests.conformance.mutants NAME`: the native reference worker with one rule broken (`--list`)."""
+"""`python -m tests.conformance.worker.mutants NAME`: the native reference worker with one rule broken (`--list`)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) != 1 or argv[0] not in mutants:
         print(
-            f"usage: python -m tests.conformance.mutants NAME | --list\nmutants: {', '.join(mutants)}",
+            f"usage: python -m tests.conformance.worker.mutants NAME | --list\nmutants: {', '.join(mutants)}",
             file=sys.stderr,
         )
         return 2

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..session import Session, code_of
-from ..suites import WORKER
+from ..suite import WORKER
 from .tools import (
     answer,
     expect_contents,

@@ -1,7 +1,7 @@
 """The mutation check of the user-host suite: it must fail every mutant, with a case aimed at its rule.
 
-Each mutant (tests/conformance/userhost_mutants) is the reference user host with exactly one rule broken.
-For each, the suite runs in-process against `python -m tests.conformance.userhost_mutants NAME serve ...`,
+Each mutant (tests/conformance/userhost/mutants) is the reference user host with exactly one rule broken.
+For each, the suite runs in-process against `python -m tests.conformance.userhost.mutants NAME serve ...`,
 restricted to the cases that check the broken requirements, and must fail at least one case that names one
 of them. The same selections pass against the reference host (the control) and against the mutants'
 machinery with nothing broken (`harness`: a failure is the mutant's doing, not the relay's). A host that
@@ -29,11 +29,11 @@ from wuu.conformance.registry import Case
 from wuu.conformance.runner import select
 from wuu.conformance.userhost.suite import USERHOST
 
-from .selections import Job, Selections, summary
-from .userhost_mutants import Mutant, load
-from .userhost_mutants.controls import CONTROLS
+from ..selections import Job, Selections, summary
+from .mutants import Mutant, load
+from .mutants.controls import CONTROLS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVE = ["serve", "--home", "{home}", "--user-space", "{user_space}", "--product-domain", "{product_domain}"]
 SERVE += ["--composition-profile", "personal", "--isolation", "{isolation}"]
 SERVE += ["--stdio", "--listen", "unix:{socket}"]
@@ -66,7 +66,7 @@ def mutant_command(name: str) -> list[str]:
         f"PYTHONPATH={ROOT}",
         sys.executable,
         "-m",
-        "tests.conformance.userhost_mutants",
+        "tests.conformance.userhost.mutants",
         name,
         *SERVE,
     ]

@@ -3,7 +3,7 @@ what an adapter whose files live elsewhere (an ssh server, a container) made of 
 
 "Elsewhere" is tests/worker/fixtures/elsewhere_worker.py: the native worker with every root moved beneath
 another directory, as a remote machine has the same paths in a filesystem of its own. The ssh and docker
-backends' own suite runs (test_ssh_backend.py, test_docker_backend.py) check their real servers.
+backends' own suite runs (tests/host/backends/test_ssh_backend.py, test_docker_backend.py) check their real servers.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 
 from tests.helpers import NATIVE_WORKER
 from wuu.conformance.runner import run_all, select
-from wuu.conformance.session import Session
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.session import Session
+from wuu.conformance.worker.suite import WORKER
 
 ELSEWHERE_WORKER = [
     sys.executable,
-    str(Path(__file__).parents[1] / "worker" / "fixtures" / "elsewhere_worker.py"),
+    str(Path(__file__).parents[2] / "worker" / "fixtures" / "elsewhere_worker.py"),
 ]
 TIMEOUT = 20.0
 

@@ -13,8 +13,9 @@ from wuu.generated import validators
 from wuu.generated.catalog import WORKER_MAX_FRAME_BYTES, WORKER_MAX_ID_BYTES, WORKER_TOOLS
 from wuu.worker.client import ConnectionLost
 
-from ..session import CaseSkipped, Session, code_of
-from ..suites import WORKER
+from ...outcomes import CaseSkipped
+from ..session import Session, code_of
+from ..suite import WORKER
 from .cancel import LongRequest, replies_to, start_any_long_request
 
 # ErrorString (errors.schema.json), matched whole: the message holds none of the line terminators of ECMAScript.

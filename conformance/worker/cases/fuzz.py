@@ -21,8 +21,9 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS, WORKER_TOOLS
 
-from ..session import CaseFailed, CaseSkipped, Session, code_of
-from ..suites import WORKER
+from ...outcomes import CaseFailed, CaseSkipped
+from ..session import Session, code_of
+from ..suite import WORKER
 from .tools import expect_code
 
 SEED = int(os.environ.get("WUU_CONFORMANCE_SEED", "20240404"))

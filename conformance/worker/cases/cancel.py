@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 
-from ..session import CaseFailed, Session, code_of
-from ..suites import WORKER
+from ...outcomes import CaseFailed
+from ..session import Session, code_of
+from ..suite import WORKER
 
 NANOSECONDS = 1_000_000_000
 

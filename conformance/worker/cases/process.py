@@ -16,8 +16,9 @@ from typing import Any
 
 from wuu.generated.models import ProcessEvent
 
-from ..session import SESSION_ID, CaseFailed, Session, code_of
-from ..suites import WORKER
+from ...outcomes import CaseFailed
+from ..session import SESSION_ID, Session, code_of
+from ..suite import WORKER
 
 TERMINAL_TYPES = {"exited", "stopped", "failed"}
 # The causes that may go with each event type (ProcessEventType and ProcessEventCause in the spec).

@@ -13,7 +13,7 @@ from wuu.generated.catalog import (
 )
 
 from ..session import Session
-from ..suites import WORKER
+from ..suite import WORKER
 from .process import begin, get, output_of, read, read_until, shell, start, wait_ended
 
 # The Go-cased result fields, as the spec names them.

@@ -11,13 +11,9 @@ from typing import Any
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_TOOLS
 
-from ..session import CaseSkipped, Session, code_of
-from ..suites import WORKER
-
-# A variable that only the conformance runner has. Adapters inherit the runner's environment (Session.start),
-# and a command must never see the adapter's own environment, only what the binding forwards.
-PRIVATE_VARIABLE = "WUU_CONFORMANCE_PRIVATE"
-os.environ[PRIVATE_VARIABLE] = "leak"
+from ...outcomes import CaseSkipped
+from ..session import PRIVATE_VARIABLE, Session, code_of
+from ..suite import WORKER
 
 # Large enough to read any file these cases write in one call.
 WHOLE = 8 * 1024 * 1024

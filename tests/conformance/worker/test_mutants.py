@@ -1,7 +1,7 @@
 """The mutation check of the conformance suite: it must fail every mutant, with a case aimed at its rule.
 
-Each mutant (tests/conformance/mutants) is the native reference worker with exactly one rule broken. For
-each, the suite runs in-process against `python -m tests.conformance.mutants NAME`, restricted to the cases
+Each mutant (tests/conformance/worker/mutants) is the native reference worker with exactly one rule broken. For
+each, the suite runs in-process against `python -m tests.conformance.worker.mutants NAME`, restricted to the cases
 that check the broken requirements, and must fail at least one case that names one of them. The same
 selections pass against the unmutated worker (the control), so a failure is the mutant's doing.
 
@@ -25,12 +25,12 @@ import pytest
 
 from wuu.conformance.registry import Case
 from wuu.conformance.runner import select
-from wuu.conformance.suites import WORKER
+from wuu.conformance.worker.suite import WORKER
 
+from ..selections import Job, Selections, summary
 from .mutants import Mutant, load
-from .selections import Job, Selections, summary
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = [sys.executable, "-m", "wuu.worker"]
 MUTANTS = load()
 TIMEOUT = 10.0
@@ -47,7 +47,7 @@ UNCAUGHT: dict[str, str] = {}
 
 def mutant_command(name: str) -> list[str]:
     """The command that serves the mutant `name` (the test suite's own package must be importable)."""
-    return ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "tests.conformance.mutants", name]
+    return ["env", f"PYTHONPATH={ROOT}", sys.executable, "-m", "tests.conformance.worker.mutants", name]
 
 
 def _selection(mutant: Mutant) -> list[Case]:

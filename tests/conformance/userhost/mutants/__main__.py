@@ -1,4 +1,4 @@
-"""`python -m tests.conformance.userhost_mutants NAME serve ARGS...`: the reference user host with one rule
+"""`python -m tests.conformance.userhost.mutants NAME serve ARGS...`: the reference user host with one rule
 broken, taking the arguments of `wuu-userhost serve` (`--list` prints the mutants; the controls `harness` and
 `without-history-read`, in controls.py, serve hosts with nothing broken)."""
 
@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     mutants_and_controls = {**mutants, **CONTROLS}
     if len(argv) < 2 or argv[0] not in mutants_and_controls or argv[1] != "serve":
         print(
-            "usage: python -m tests.conformance.userhost_mutants NAME serve ARGS... | --list\n"
+            "usage: python -m tests.conformance.userhost.mutants NAME serve ARGS... | --list\n"
             f"mutants: {', '.join(mutants)} (and, with nothing broken: {', '.join(CONTROLS)})",
             file=sys.stderr,
         )

@@ -20,18 +20,19 @@ from wuu.worker.client import ConnectionLost, WorkerClient
 from wuu.worker.errors import split_error
 from wuu.worker.framing import encode
 
-from .probe import first_answer
+from ..outcomes import CaseFailed, CaseSkipped, Checks
+from ..probe import first_answer
 
 SESSION_ID = "conformance-thread"
 ERROR_CODES = frozenset(code.value for code in ErrorCode)
+PRIVATE_VARIABLE = "WUU_CONFORMANCE_PRIVATE"
+"""A variable that only the adapter's own environment holds: a command it runs must never see it, only what
+the binding forwards (`commands.environment`)."""
 
 
-class CaseFailed(Exception):
-    """The adapter broke the rule the case checks (or another rule on the way)."""
-
-
-class CaseSkipped(Exception):
-    """The case does not apply: the adapter does not advertise what it needs."""
+def adapter_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment an adapter starts with: this process's, the private variable, and `env`."""
+    return {**os.environ, PRIVATE_VARIABLE: "leak", **(env or {})}
 
 
 def code_of(reply: Mapping[str, Any]) -> str | None:
@@ -40,7 +41,7 @@ def code_of(reply: Mapping[str, Any]) -> str | None:
     return split_error(error)[0] if isinstance(error, str) else None
 
 
-class Session:
+class Session(Checks):
     """One adapter process for one case.
 
     The case's directory (`workdir`, the root beneath it) is this machine's, and the runner removes it. An
@@ -67,26 +68,18 @@ class Session:
         return self._client
 
     async def start(self, env: Mapping[str, str] | None = None) -> None:
-        """Spawn the adapter (with this process's environment plus `env`)."""
-        self._client = await WorkerClient.spawn(self.command, env={**os.environ, **(env or {})})
+        """Spawn the adapter (with `adapter_environment(env)`)."""
+        self._client = await WorkerClient.spawn(self.command, env=adapter_environment(env))
 
     async def probe(self) -> None:
         """Start the adapter once and wait for its answer to `initialize` (StartFailure if none comes); then
         remove the root it made, where that is not here."""
         frame = {"id": "probe", "method": "initialize", "token": "conformance-probe", "data": self.binding()}
-        await first_answer(self.command, encode(frame), env=os.environ, timeout=self.timeout)
+        await first_answer(self.command, encode(frame), env=adapter_environment(), timeout=self.timeout)
         if not self.root.exists():
             await self.remove_elsewhere()
 
     # --- checks ----------------------------------------------------------------------------------
-
-    def expect(self, condition: object, message: str) -> None:
-        """Fail the case with `message` unless `condition` holds."""
-        if not condition:
-            raise CaseFailed(message)
-
-    def skip(self, reason: str) -> None:
-        raise CaseSkipped(reason)
 
     def require_method(self, method: str) -> None:
         """Skip unless the adapter advertised `method` at initialize."""
@@ -284,7 +277,7 @@ class Session:
             "remove_workspace_on_exit": True,
         }
         try:
-            client = await WorkerClient.spawn(self.command, env=dict(os.environ))
+            client = await WorkerClient.spawn(self.command, env=adapter_environment())
         except OSError:
             return
         client.transcript.enabled = False

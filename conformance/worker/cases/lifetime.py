@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from ..session import Session, code_of
-from ..suites import WORKER
+from ..suite import WORKER
 from .process import (
     begin,
     expect_growing,
