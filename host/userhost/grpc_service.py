@@ -10,7 +10,7 @@ metadata keys, the status of an error, the conversion of messages) and the serve
   connection belongs to the token that opened it, and ends when that token is revoked;
 - every rpc converts its request to the spec's JSON (protojson), submits it to the connection's
   `ClientSession` as the NDJSON transport does, and converts the result back; an error ends the call with
-  the status of `STATUS_CODES` and the JsonRpcError in its details (`grpc-status-details-bin`);
+  the status of its code (the spec's `x-grpc-status`) and the JsonRpcError in its details (`grpc-status-details-bin`);
 - a successful Initialize opens a connection (one client transport of the host's 16) and names it in its
   initial metadata (`wuu-connection`); later calls of the connection send that name. The connection ends
   on Shutdown, at the end of its PluginClientInvalidate stream, when it falls behind on notifications, or
@@ -43,7 +43,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 
 from wuu.generated import protojson
-from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
+from wuu.generated.catalog import USER_HOST_ERROR_CODE_GRPC_STATUS, USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
 from wuu.generated.models import UserHostErrorCode
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 
@@ -83,28 +83,6 @@ MAX_TCP_CONNECTIONS = 128
 """The most HTTP/2 sessions the server holds on TCP, so that connections cannot use up its descriptors."""
 MAX_STREAMS = 32
 """The most calls in flight on one HTTP/2 session."""
-
-# The status code of each error code; every code not listed is FAILED_PRECONDITION. Clients compare
-# `data.code` only: the status code is for gRPC tooling (retries, metrics), and the service comment states
-# the same table.
-STATUS_CODES: Mapping[UserHostErrorCode, grpc.StatusCode] = {
-    UserHostErrorCode.PARSE_ERROR: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_PARAMS: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.UNSUPPORTED_METHOD: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
-    UserHostErrorCode.TOO_MANY_CLIENTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    UserHostErrorCode.PLUGIN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
-    UserHostErrorCode.GRAPH_GENERATION_CHANGED: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.STALE_REVISION: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.REQUEST_ID_CONFLICT: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.QUESTION_ALREADY_DECIDED: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.CANCELLED: grpc.StatusCode.CANCELLED,
-}
-
 
 # --- the rpcs ------------------------------------------------------------------------------------------
 
@@ -203,7 +181,7 @@ def _params(message: Message) -> dict[str, Any]:
 
 def error_status(error: UserHostError) -> tuple[grpc.StatusCode, tuple[tuple[str, bytes], ...]]:
     """The status code of an error and the trailing metadata whose details carry its JsonRpcError."""
-    code = STATUS_CODES.get(error.code, grpc.StatusCode.FAILED_PRECONDITION)
+    code = USER_HOST_ERROR_CODE_GRPC_STATUS[error.code]
     detail = any_pb2.Any()
     detail.Pack(to_message(userhost_pb2.JsonRpcError, error.to_wire()))
     status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
