@@ -7,8 +7,8 @@ Writes, from scratch every time:
   bundled and as written, as package data;
 - models.py: pydantic v2 models of every def (datamodel-code-generator), on the base class in wire.py;
 - wire.py (the models' base class), keywords.py (the spec's own keywords), validators.py (jsonschema
-  validators of every def), protojson.py: copies of tools/templates/, wire.py with its schema-checked
-  models filled in;
+  validators of every def), protojson.py, params.py (the strict decoding of a method's params): copies of
+  tools/templates/, wire.py with its schema-checked models filled in;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
 - openapi/userhost.openapi.json: the user host's HTTP binding as an OpenAPI 3.1 document (tools/openapi.py);
 - catalog.py: the method catalogs, protocol constants, and the JSON-RPC number, HTTP status and gRPC status of
@@ -597,7 +597,7 @@ def generate(out: Path) -> None:
     # The schema files as written, so that tools can quote the spec text a JSON pointer names.
     for path in sorted((SPEC / "schema").glob("*/*.schema.json")):
         write(out / "schema" / "source" / path.parent.name / path.name, path.read_text("utf-8"))
-    for template in ("keywords.py", "validators.py", "protojson.py"):
+    for template in ("keywords.py", "validators.py", "protojson.py", "params.py"):
         write(
             out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8")
         )

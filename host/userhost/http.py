@@ -48,7 +48,7 @@ from .envelope import MAX_ID_CHARS
 from .errors import UserHostError, internal_error
 from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
-from .session import ClientSession, parse_params
+from .session import ClientSession, checked_params
 from .tokens import TokenEntry, TokenStore
 
 log = logging.getLogger("wuu.host.userhost")
@@ -456,7 +456,7 @@ class HttpServer:
         body = await self._body(request)
         session = self._attach(client)
         if method == "initialize":
-            params = parse_params(UserHostInitializeParams, body)
+            params = checked_params(UserHostInitializeParams, body)
             assert isinstance(params, UserHostInitializeParams)
             if params.protocol_version != USERHOST_PROTOCOL_VERSION:
                 raise UserHostError(

@@ -14,10 +14,6 @@ import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
-import orjson
-from pydantic import ValidationError
-
-from wuu.generated import validators
 from wuu.generated.catalog import USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
 from wuu.generated.models import (
     PluginClientCancelParams,
@@ -32,6 +28,7 @@ from wuu.generated.models import (
     UserHostShutdownResult,
     UserInput,
 )
+from wuu.generated.params import InvalidParams, parse_params
 from wuu.generated.wire import MethodSpec, WireModel
 
 from .envelope import RequestId
@@ -95,22 +92,16 @@ class _Call:
         return True
 
 
-def parse_params(model: type[WireModel], params: Any, prefix: str = "") -> WireModel:
-    """Validate params strictly against their model; `invalid_params` naming the first bad field."""
+def checked_params(model: type[WireModel], params: Any, prefix: str = "") -> WireModel:
+    """Params as their model, validated strictly; `invalid_params` naming the first bad field (under
+    `prefix`) if they are not."""
     try:
-        return model.model_validate_json(orjson.dumps(params), strict=True)
-    except orjson.JSONEncodeError as error:  # nested deeper than orjson writes (254 levels)
-        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error}") from None
-    except ValidationError as error:
-        first = error.errors()[0]
-        path = ".".join(str(part) for part in first["loc"])
-        # Pydantic's location also names the branch of a union (`id.constrained-str`); the spec's schema
-        # names the field itself.
-        found = validators.errors(model.__name__, params)
-        if found:
-            path = min(validators.error_locations(found[:1]), key=lambda where: (-len(where), where))
-        field = ".".join(part for part in (prefix, path) if part) or None
-        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, first["msg"], field) from None
+        return parse_params(model, params)
+    except InvalidParams as error:
+        if error.location is None:
+            raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error.message}") from None
+        field = ".".join(part for part in (prefix, error.field()) if part) or None
+        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, error.message, field) from None
 
 
 class ClientSession:
@@ -182,10 +173,10 @@ class ClientSession:
                 UserHostErrorCode.UNSUPPORTED_METHOD, f"{method} is not served on this transport"
             )
         if method == "initialize":
-            return self._initialize(parse_params(spec.params, params))
+            return self._initialize(checked_params(spec.params, params))
         if self.graph is None:
             raise UserHostError(UserHostErrorCode.NOT_INITIALIZED, f"{method} before initialize")
-        parsed = parse_params(spec.params, params)
+        parsed = checked_params(spec.params, params)
         if isinstance(parsed, PluginClientRequestParams):
             return self._plugin_request(parsed)
         if isinstance(parsed, PluginClientCancelParams):
@@ -249,7 +240,7 @@ class ClientSession:
                 f"{params.plugin_id} serves no client method {params.method}",
             )
         spec = USERHOST_METHODS[params.method]
-        method_params = parse_params(spec.params, params.params, "params")
+        method_params = checked_params(spec.params, params.params, "params")
         if spec.user_input and params.user_input is None:
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, f"{params.method} takes the user's input", "user_input"
