@@ -14,6 +14,7 @@ Writes, from scratch every time:
 - catalog.py: the method catalogs, protocol constants, and the JSON-RPC number, HTTP status and gRPC status of
   each error code, as typed tables;
 - clients.py: one typed client method per request method of each protocol;
+- servers.py: one typed server-side interface per service of each protocol (its catalog's `service`);
 - pb/: protobuf and grpc.aio stubs (grpcio-tools); betterproto/: betterproto2 dataclasses.
 
 Output is deterministic: run it twice, or on another machine with the pinned generators, and
@@ -530,6 +531,60 @@ def generate_clients(out: Path) -> None:
     write(out / "clients.py", text)
 
 
+def generate_servers(out: Path) -> None:
+    """One typed interface per service of each catalog (its entries' `service`), and its handlers by wire name.
+
+    A method takes its params model and the server's own context of the call (a type parameter: the user
+    host's `Caller`, a plugin's `PluginCall`), and returns its result model. The parameters are positional,
+    so that an implementation names them as it likes.
+    """
+    defs_used: set[str] = set()
+    services: dict[str, list[dict[str, Any]]] = {}
+    for protocol, catalog in catalogs().items():
+        for entry in catalog["methods"]:
+            if "service" in entry:
+                services.setdefault(entry["service"], []).append({**entry, "protocol": protocol})
+    blocks: list[str] = []
+    for service, entries in services.items():
+        class_name = "".join(part.capitalize() for part in service.split("_")) + "Server"
+        protocols = sorted({entry["protocol"] for entry in entries})
+        methods, rows = [], []
+        for entry in entries:
+            params, result = entry["params"], entry["result"]
+            defs_used.update((params, result))
+            name = python_name(entry["method"])
+            methods.append(
+                f"    async def {name}(self, params: {params}, context: Context, /) -> {result}:\n"
+                f'        """{entry["description"]} (`{entry["method"]}`)"""\n'
+            )
+            rows.append(f"        {entry['method']!r}: server.{name},\n")
+        blocks.append(
+            f"\n\nclass {class_name}(Protocol[Context]):\n"
+            f'    """The `{service}` service of the {", ".join(protocols)} protocol: one method per method of the '
+            'catalog it serves."""\n\n' + "\n".join(methods) + "\n\n"
+            f"def {service}_handlers(server: {class_name}[Context]) -> Mapping[str, Handler[Context]]:\n"
+            f'    """The methods of a `{class_name}` by wire name."""\n'
+            "    return {\n" + "".join(rows) + "    }\n"
+        )
+    imports = "".join(f"    {name},\n" for name in sorted(defs_used))
+    text = (
+        header("spec/methods/")
+        + '"""Typed server-side interfaces: one per service of each protocol\'s method catalog (`service`).\n\n'
+        + "A service implements its interface, so that a type checker checks every method against the catalog;\n"
+        + "its handlers (`<service>_handlers`) route a decoded request to those methods by wire name.\n"
+        + '"""\n\n'
+        + "from collections.abc import Awaitable, Callable, Mapping\n"
+        + "from typing import Any, Protocol, TypeVar\n\n"
+        + f"from .models import (\n{imports})\n"
+        + "from .wire import WireModel\n\n"
+        + 'Context = TypeVar("Context", contravariant=True)\n'
+        + "Handler = Callable[[Any, Context], Awaitable[WireModel]]\n"
+        + '"""A method as a router calls it: the params model its method takes, the context -> its result model."""\n'
+        + "".join(blocks)
+    )
+    write(out / "servers.py", text)
+
+
 def proto_files() -> list[str]:
     """The .proto files of spec/proto, relative to it, sorted."""
     return sorted(path.relative_to(PROTO_DIR).as_posix() for path in PROTO_DIR.rglob("*.proto"))
@@ -610,6 +665,7 @@ def generate(out: Path) -> None:
     areas = generate_area_modules(out, generate_models(spec_bundle))
     generate_catalog(out, spec_bundle)
     generate_clients(out)
+    generate_servers(out)
     generate_protos(out)
     area_list = ", ".join(f"`{area}`" for area in areas)
     write(

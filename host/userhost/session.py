@@ -29,6 +29,7 @@ from wuu.generated.models import (
     UserInput,
 )
 from wuu.generated.params import InvalidParams, parse_params
+from wuu.generated.servers import push_handlers, user_question_handlers
 from wuu.generated.wire import MethodSpec, WireModel
 
 from .envelope import RequestId
@@ -267,14 +268,9 @@ class ClientSession:
         return PluginClientCancelResult(cancelled=cancelled).to_wire()
 
     async def _service(self, spec: MethodSpec, params: WireModel) -> dict[str, Any]:
-        services, caller = self.host.services, self.caller
-        handlers = {
-            "user_question/answer": services.answer_question,
-            "user_question/dismiss": services.dismiss_question,
-            "push/register": services.register_push,
-            "push/unregister": services.unregister_push,
-        }
-        result: WireModel = await handlers[spec.method](params, caller)  # type: ignore[operator]
+        services = self.host.services
+        handlers = {**user_question_handlers(services), **push_handlers(services)}
+        result = await handlers[spec.method](params, self.caller)
         data: dict[str, Any] = result.to_wire()
         return data
 
