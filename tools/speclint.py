@@ -201,7 +201,8 @@ def lint_examples(checker: _Checker) -> Iterator[str]:
 
 
 def lint_catalogs(checker: _Checker) -> Iterator[str]:
-    """Method catalogs that break the MethodCatalog def or name no def."""
+    """Method catalogs that break the MethodCatalog def, name no def, or give a method a service it cannot
+    have."""
     defs = checker.bundle["$defs"]
     for protocol, catalog in catalogs().items():
         where = f"methods/{protocol}.json"
@@ -210,6 +211,12 @@ def lint_catalogs(checker: _Checker) -> Iterator[str]:
         names = [entry.get("method") for entry in catalog.get("methods", [])]
         if len(names) != len(set(names)):
             yield f"{where}: a method is listed twice"
+        for entry in catalog.get("methods", []):
+            # A plugin method is answered by its plugin, a notification by no one.
+            if entry.get("kind") == "plugin_request" and "service" not in entry:
+                yield f"{where}: {entry.get('method')}: a plugin_request method names its plugin's service"
+            if entry.get("kind") == "notification" and "service" in entry:
+                yield f"{where}: {entry.get('method')}: a notification has no service"
         for entry in catalog.get("methods", []) + catalog.get("tools", []):
             for key in ("params", "result", "arguments", "metadata"):
                 ref = entry.get(key)
