@@ -29,10 +29,19 @@ unchecked, renamed; and an optional field that is never null. spec/ never writes
 MODEL_KEYWORDS = SPEC_KEYWORDS + GENERATOR_KEYWORDS
 """Every keyword the wire models carry as field extras and enforce."""
 
+JSONRPC_NUMBER = "x-jsonrpc-number"
+"""The JSON-RPC error number of each value of an error-code enum (`JsonRpcError.code`): an object from every
+enum value to its number, -32768 to -32000."""
 HTTP_STATUS = "x-http-status"
 """The HTTP status of each value of an error-code enum on the HTTP binding (userhost/http.schema.json): an
-object from every enum value to its status, 400 to 599. It describes a binding, not a value, so models and
-validators leave it alone; the OpenAPI generator reads it."""
+object from every enum value to its status, 400 to 599. The OpenAPI generator reads it too."""
+GRPC_STATUS = "x-grpc-status"
+"""The gRPC status code of a call that fails with each value of an error-code enum: an object from every enum
+value to the name of a gRPC status code other than OK (`INVALID_ARGUMENT`)."""
+CODE_TABLES = (JSONRPC_NUMBER, HTTP_STATUS, GRPC_STATUS)
+"""The tables that stand on an error-code enum beside its values (spec/README.md, "Error codes"). They describe
+how a code travels, not a value, so models and validators leave them alone; the generator makes a typed table
+of each in `catalog`."""
 
 
 def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:

@@ -282,6 +282,13 @@ class MethodEntry(WireModel):
     """
     The capability whose grant the method's full contract depends on, or null.
     """
+    service: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_]*\\Z"),
+    ] = None
+    """
+    The service of the server that answers the method, when the connection does not answer it itself: the methods of one service form one typed server-side interface, which the service implements. A `plugin_request` method's service is its plugin's. Absent for a method the connection answers itself (the handshake, its end, the plugin envelope), and for a notification.
+    """
     user_input: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
     For a `plugin_request` method: true when it takes the host-owned `user_input` envelope. `plugin/client/request` requires `user_input` for such a method and rejects it for every other one, both with `invalid_params`. Absent means false.

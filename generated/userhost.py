@@ -528,28 +528,28 @@ class UserHostClientInfo(WireModel):
 
 class UserHostErrorCode(StrEnum):
     """
-    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`, `user_host_already_running`, `user_host_storage_unsafe`) are also the error of its embedding's or command's start call: a host command that cannot start exits with a non-zero status and writes the code on its standard error, without answering any request. `x-http-status` gives the HTTP status of each code on the HTTP binding (http.schema.json).
+    The stable error codes of the user-host RPC, carried in `error.data.code`. Codes that a host reports at startup (`user_host_binding_required`, `user_host_isolation_required`, `unknown_isolation_mode`, `personal_review_legacy_migration_required`, `user_host_already_running`, `user_host_storage_unsafe`) are also the error of its embedding's or command's start call: a host command that cannot start exits with a non-zero status and writes the code on its standard error, without answering any request. Three tables beside the codes give, for each code, what it travels with: `x-jsonrpc-number` its JSON-RPC error number (`JsonRpcError.code`), `x-http-status` its HTTP status on the HTTP binding (http.schema.json), and `x-grpc-status` the status code of a failed call over gRPC (proto/wuu/userhost/v1/userhost.proto), a name of the gRPC status codes.
     """
 
     PARSE_ERROR = "parse_error"
     """
-    JSON-RPC -32700. The message is not a UTF-8 JSON object, or its line exceeds max_frame_bytes. The response's id is null.
+    The message is not a UTF-8 JSON object, or its line exceeds max_frame_bytes. The response's id is null.
     """
     INVALID_REQUEST = "invalid_request"
     """
-    JSON-RPC -32600. The message is JSON but not a valid request: a wrong `jsonrpc`, a missing or malformed `id` or `method`, a batch (JSON array), or an id equal to that of a request of this client still in flight.
+    The message is JSON but not a valid request: a wrong `jsonrpc`, a missing or malformed `id` or `method`, a batch (JSON array), or an id equal to that of a request of this client still in flight.
     """
     UNSUPPORTED_METHOD = "unsupported_method"
     """
-    JSON-RPC -32601. The method is not served on this transport (every generic Coding thread, workspace, storage, configuration and package-mutation method included), or the plugin method named by `plugin/client/request` is not served to clients.
+    The method is not served on this transport (every generic Coding thread, workspace, storage, configuration and package-mutation method included), or the plugin method named by `plugin/client/request` is not served to clients.
     """
     INVALID_PARAMS = "invalid_params"
     """
-    JSON-RPC -32602. The params do not validate against the method's params def, or break a rule its description states (a limit, a digest or size that does not match the content, `user_input` missing or not allowed). `data.field` names the offending field when the host can.
+    The params do not validate against the method's params def, or break a rule its description states (a limit, a digest or size that does not match the content, `user_input` missing or not allowed). `data.field` names the offending field when the host can.
     """
     INTERNAL = "internal"
     """
-    JSON-RPC -32603. The host failed in a way no other code describes.
+    The host failed in a way no other code describes.
     """
     NOT_INITIALIZED = "not_initialized"
     """
@@ -1022,7 +1022,7 @@ class JsonRpcError(WireModel):
     )
     code: Annotated[int, Field(ge=-2147483648, le=2147483647)]
     """
-    The JSON-RPC error number, fixed by `data.code`: -32700 for `parse_error`, -32600 for `invalid_request`, -32601 for `unsupported_method`, -32602 for `invalid_params`, -32603 for `internal`, and -32000 for every other code.
+    The JSON-RPC error number, fixed by `data.code`: the one that `x-jsonrpc-number` of `UserHostErrorCode` gives it.
     """
     message: Annotated[str, Field(max_length=4096)]
     """

@@ -7,12 +7,14 @@ Writes, from scratch every time:
   bundled and as written, as package data;
 - models.py: pydantic v2 models of every def (datamodel-code-generator), on the base class in wire.py;
 - wire.py (the models' base class), keywords.py (the spec's own keywords), validators.py (jsonschema
-  validators of every def), protojson.py: copies of tools/templates/, wire.py with its schema-checked
-  models filled in;
+  validators of every def), protojson.py, params.py (the strict decoding of a method's params): copies of
+  tools/templates/, wire.py with its schema-checked models filled in;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
 - openapi/userhost.openapi.json: the user host's HTTP binding as an OpenAPI 3.1 document (tools/openapi.py);
-- catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables;
+- catalog.py: the method catalogs, protocol constants, and the JSON-RPC number, HTTP status and gRPC status of
+  each error code, as typed tables;
 - clients.py: one typed client method per request method of each protocol;
+- servers.py: one typed server-side interface per service of each protocol (its catalog's `service`);
 - pb/: protobuf and grpc.aio stubs (grpcio-tools); betterproto/: betterproto2 dataclasses.
 
 Output is deterministic: run it twice, or on another machine with the pinned generators, and
@@ -32,12 +34,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tools import openapi, speclint
 from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs
-from tools.templates.keywords import HTTP_STATUS, MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, python_pattern
+from tools.templates.keywords import (
+    CODE_TABLES,
+    GRPC_STATUS,
+    HTTP_STATUS,
+    JSONRPC_NUMBER,
+    MODEL_KEYWORDS,
+    NOT_NULL,
+    UNIQUE_ITEMS,
+    python_pattern,
+)
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PROTO_DIR = SPEC / "proto"
@@ -342,11 +354,33 @@ def python_name(method: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", method.lower()).strip("_")
 
 
+# Each table of CODE_TABLES in catalog.py: (the constant's suffix, the type of a value, what the table gives of
+# each value of the enum `{name}`, how a spec value is written in Python, the imports that needs).
+CODE_TABLE_TYPES: dict[str, tuple[str, str, str, Callable[[Any], str], tuple[str, ...]]] = {
+    JSONRPC_NUMBER: ("JSONRPC_NUMBER", "int", "The JSON-RPC error number of each `{name}`", repr, ()),
+    HTTP_STATUS: ("HTTP_STATUS", "int", "The HTTP status of each `{name}` on the HTTP binding", repr, ()),
+    GRPC_STATUS: (
+        "GRPC_STATUS",
+        "grpc.StatusCode",
+        "The gRPC status code of a call that fails with each `{name}`",
+        lambda name: f"grpc.StatusCode.{name}",
+        ("import grpc",),
+    ),
+}
+
+
 def catalog_table(
-    name: str, kind: str, doc: str, rows: list[str], defs: set[str], area_of: dict[str, str]
+    name: str,
+    kind: str,
+    doc: str,
+    rows: list[str],
+    defs: set[str],
+    area_of: dict[str, str],
+    modules: tuple[str, ...] = (),
 ) -> str:
-    """One table of catalog.py as the function that builds it, importing the models it names when called."""
-    imports = "".join(
+    """One table of catalog.py as the function that builds it, importing the models (and `modules`) it names
+    when called."""
+    imports = "".join(f"    {module}\n" for module in modules) + "".join(
         f"    from .{area} import {', '.join(sorted(d for d in defs if area_of[d] == area))}\n"
         for area in sorted({area_of[d] for d in defs})
     )
@@ -359,7 +393,7 @@ def catalog_table(
 
 
 def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
-    """catalog.py: the method catalogs, protocol constants and HTTP statuses of error codes as typed tables.
+    """catalog.py: the method catalogs, protocol constants and the tables of error codes as typed tables.
 
     The constants are plain values. Each table is built when first used (module `__getattr__`), importing
     only its own protocol's models: the worker's catalog never loads the user host's models.
@@ -409,21 +443,32 @@ def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
             tables.append(
                 (f"{prefix}_TOOLS", kind, catalog_table(f"{prefix}_TOOLS", kind, doc, rows, defs, area_of))
             )
+    typed: set[str] = set()
+    typed_modules: set[str] = set()
     for name, schema in spec_bundle["$defs"].items():
-        if HTTP_STATUS not in schema:
-            continue
-        rows = [
-            f"{name}.{python_name(code).upper()}: {status}," for code, status in schema[HTTP_STATUS].items()
-        ]
-        constant = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() + "_HTTP_STATUS"
-        doc = f"The HTTP status of each `{name}` on the HTTP binding (its `{HTTP_STATUS}`)."
-        kind = f"Mapping[{name}, int]"
-        tables.append((constant, kind, catalog_table(constant, kind, doc, rows, {name}, area_of)))
-    typed = sorted({d for _, kind, _ in tables for d in re.findall(r"Mapping\[(\w+), int\]", kind)})
-    checked_imports = "".join(f"    from .{area_of[d]} import {d}\n" for d in typed)
+        for keyword in CODE_TABLES:
+            if keyword not in schema:
+                continue
+            suffix, value_type, what, literal, modules = CODE_TABLE_TYPES[keyword]
+            rows = [
+                f"{name}.{python_name(code).upper()}: {literal(value)},"
+                for code, value in schema[keyword].items()
+            ]
+            constant = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper() + "_" + suffix
+            doc = f"{what.format(name=name)} (its `{keyword}`)."
+            kind = f"Mapping[{name}, {value_type}]"
+            tables.append(
+                (constant, kind, catalog_table(constant, kind, doc, rows, {name}, area_of, modules))
+            )
+            typed.add(name)
+            typed_modules.update(modules)
+    checked_imports = "".join(f"    {module}\n" for module in sorted(typed_modules)) + "".join(
+        f"    from .{area_of[d]} import {d}\n" for d in sorted(typed)
+    )
     text = (
-        header("spec/methods/")
-        + '"""The method catalogs and protocol constants of spec/methods/, as typed tables.\n\n'
+        header("spec/methods/ and spec/schema/")
+        + '"""The method catalogs and protocol constants of spec/methods/, and the tables of the error codes\n'
+        + "(spec/schema: `x-jsonrpc-number`, `x-http-status`, `x-grpc-status`), as typed tables.\n\n"
         + "The tables are built on first use, each importing only the models of its own protocol.\n"
         + '"""\n\n'
         + "from __future__ import annotations\n\n"
@@ -484,6 +529,60 @@ def generate_clients(out: Path) -> None:
         + "".join(classes)
     )
     write(out / "clients.py", text)
+
+
+def generate_servers(out: Path) -> None:
+    """One typed interface per service of each catalog (its entries' `service`), and its handlers by wire name.
+
+    A method takes its params model and the server's own context of the call (a type parameter: the user
+    host's `Caller`, a plugin's `PluginCall`), and returns its result model. The parameters are positional,
+    so that an implementation names them as it likes.
+    """
+    defs_used: set[str] = set()
+    services: dict[str, list[dict[str, Any]]] = {}
+    for protocol, catalog in catalogs().items():
+        for entry in catalog["methods"]:
+            if "service" in entry:
+                services.setdefault(entry["service"], []).append({**entry, "protocol": protocol})
+    blocks: list[str] = []
+    for service, entries in services.items():
+        class_name = "".join(part.capitalize() for part in service.split("_")) + "Server"
+        protocols = sorted({entry["protocol"] for entry in entries})
+        methods, rows = [], []
+        for entry in entries:
+            params, result = entry["params"], entry["result"]
+            defs_used.update((params, result))
+            name = python_name(entry["method"])
+            methods.append(
+                f"    async def {name}(self, params: {params}, context: Context, /) -> {result}:\n"
+                f'        """{entry["description"]} (`{entry["method"]}`)"""\n'
+            )
+            rows.append(f"        {entry['method']!r}: server.{name},\n")
+        blocks.append(
+            f"\n\nclass {class_name}(Protocol[Context]):\n"
+            f'    """The `{service}` service of the {", ".join(protocols)} protocol: one method per method of the '
+            'catalog it serves."""\n\n' + "\n".join(methods) + "\n\n"
+            f"def {service}_handlers(server: {class_name}[Context]) -> Mapping[str, Handler[Context]]:\n"
+            f'    """The methods of a `{class_name}` by wire name."""\n'
+            "    return {\n" + "".join(rows) + "    }\n"
+        )
+    imports = "".join(f"    {name},\n" for name in sorted(defs_used))
+    text = (
+        header("spec/methods/")
+        + '"""Typed server-side interfaces: one per service of each protocol\'s method catalog (`service`).\n\n'
+        + "A service implements its interface, so that a type checker checks every method against the catalog;\n"
+        + "its handlers (`<service>_handlers`) route a decoded request to those methods by wire name.\n"
+        + '"""\n\n'
+        + "from collections.abc import Awaitable, Callable, Mapping\n"
+        + "from typing import Any, Protocol, TypeVar\n\n"
+        + f"from .models import (\n{imports})\n"
+        + "from .wire import WireModel\n\n"
+        + 'Context = TypeVar("Context", contravariant=True)\n'
+        + "Handler = Callable[[Any, Context], Awaitable[WireModel]]\n"
+        + '"""A method as a router calls it: the params model its method takes, the context -> its result model."""\n'
+        + "".join(blocks)
+    )
+    write(out / "servers.py", text)
 
 
 def proto_files() -> list[str]:
@@ -553,7 +652,7 @@ def generate(out: Path) -> None:
     # The schema files as written, so that tools can quote the spec text a JSON pointer names.
     for path in sorted((SPEC / "schema").glob("*/*.schema.json")):
         write(out / "schema" / "source" / path.parent.name / path.name, path.read_text("utf-8"))
-    for template in ("keywords.py", "validators.py", "protojson.py"):
+    for template in ("keywords.py", "validators.py", "protojson.py", "params.py"):
         write(
             out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8")
         )
@@ -566,6 +665,7 @@ def generate(out: Path) -> None:
     areas = generate_area_modules(out, generate_models(spec_bundle))
     generate_catalog(out, spec_bundle)
     generate_clients(out)
+    generate_servers(out)
     generate_protos(out)
     area_list = ", ".join(f"`{area}`" for area in areas)
     write(

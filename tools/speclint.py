@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools.spec import ID_PREFIX, SPEC, SchemaFile, SpecError, bundle, catalogs, read_json, schema_files
-from tools.templates.keywords import GENERATOR_KEYWORDS, HTTP_STATUS, SPEC_KEYWORDS
+from tools.templates.keywords import (
+    CODE_TABLES,
+    GENERATOR_KEYWORDS,
+    GRPC_STATUS,
+    HTTP_STATUS,
+    JSONRPC_NUMBER,
+    SPEC_KEYWORDS,
+)
 from tools.templates.validators import compile_validator, error_locations
 
 ROOT_KEYS = {"$schema", "$id", "title", "description", "$defs"}
@@ -22,6 +29,33 @@ PASCAL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 RFC3339_PATTERN = (
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$"
 )
+# The gRPC status codes but OK (grpc/doc/statuscodes.md), by name.
+GRPC_STATUS_NAMES = frozenset(
+    {
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    }
+)
+# What each table of CODE_TABLES maps a code to: (what one value is, its check).
+CODE_TABLE_VALUES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    JSONRPC_NUMBER: ("an integer from -32768 to -32000", lambda v: type(v) is int and -32768 <= v <= -32000),
+    HTTP_STATUS: ("an integer from 400 to 599", lambda v: type(v) is int and 400 <= v <= 599),
+    GRPC_STATUS: ("the name of a gRPC status code other than OK", lambda v: v in GRPC_STATUS_NAMES),
+}
 
 
 def lint_file(file: SchemaFile) -> Iterator[str]:
@@ -62,18 +96,20 @@ def lint_def(where: str, name: str, schema: dict[str, Any]) -> Iterator[str]:
         for branch in schema["oneOf"]:
             if set(branch) != {"$ref"}:
                 yield f"{where}: each oneOf branch is a bare $ref to a named def"
-    if HTTP_STATUS in schema:
-        yield from lint_http_status(where, schema)
+    for keyword in CODE_TABLES:
+        if keyword in schema:
+            yield from lint_code_table(where, schema, keyword)
     yield from lint_node(where, schema, top=True)
 
 
-def lint_http_status(where: str, schema: dict[str, Any]) -> Iterator[str]:
-    """The problems of an enum's `x-http-status`: one status, 400 to 599, for each of its values."""
-    statuses = schema[HTTP_STATUS]
-    if "enum" not in schema or not isinstance(statuses, dict) or set(statuses) != set(schema["enum"]):
-        yield f"{where}: {HTTP_STATUS} stands on an enum and maps each of its values, and only those, to a status"
-    elif not all(type(status) is int and 400 <= status <= 599 for status in statuses.values()):
-        yield f"{where}: each {HTTP_STATUS} status is an integer from 400 to 599"
+def lint_code_table(where: str, schema: dict[str, Any], keyword: str) -> Iterator[str]:
+    """The problems of one of an enum's CODE_TABLES: one value of its kind for each of the enum's values."""
+    table = schema[keyword]
+    what, valid = CODE_TABLE_VALUES[keyword]
+    if "enum" not in schema or not isinstance(table, dict) or set(table) != set(schema["enum"]):
+        yield f"{where}: {keyword} stands on an enum and maps each of its values, and only those, to {what}"
+    elif not all(valid(value) for value in table.values()):
+        yield f"{where}: each {keyword} value is {what}"
 
 
 def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[str]:
@@ -111,8 +147,9 @@ def lint_node(where: str, node: dict[str, Any], top: bool = False) -> Iterator[s
     for keyword in SPEC_KEYWORDS:
         if keyword in node and not top and where.count("/properties/") != 1:
             yield f"{where}: {keyword} belongs on a def or directly on a property"
-    if HTTP_STATUS in node and not top:
-        yield f"{where}: {HTTP_STATUS} belongs on an enum def"
+    for keyword in CODE_TABLES:
+        if keyword in node and not top:
+            yield f"{where}: {keyword} belongs on an enum def"
     for keyword in GENERATOR_KEYWORDS:
         # The validators do not know these keywords: written in spec/, only the models would check them.
         if keyword in node:
@@ -164,7 +201,8 @@ def lint_examples(checker: _Checker) -> Iterator[str]:
 
 
 def lint_catalogs(checker: _Checker) -> Iterator[str]:
-    """Method catalogs that break the MethodCatalog def or name no def."""
+    """Method catalogs that break the MethodCatalog def, name no def, or give a method a service it cannot
+    have."""
     defs = checker.bundle["$defs"]
     for protocol, catalog in catalogs().items():
         where = f"methods/{protocol}.json"
@@ -173,6 +211,12 @@ def lint_catalogs(checker: _Checker) -> Iterator[str]:
         names = [entry.get("method") for entry in catalog.get("methods", [])]
         if len(names) != len(set(names)):
             yield f"{where}: a method is listed twice"
+        for entry in catalog.get("methods", []):
+            # A plugin method is answered by its plugin, a notification by no one.
+            if entry.get("kind") == "plugin_request" and "service" not in entry:
+                yield f"{where}: {entry.get('method')}: a plugin_request method names its plugin's service"
+            if entry.get("kind") == "notification" and "service" in entry:
+                yield f"{where}: {entry.get('method')}: a notification has no service"
         for entry in catalog.get("methods", []) + catalog.get("tools", []):
             for key in ("params", "result", "arguments", "metadata"):
                 ref = entry.get(key)

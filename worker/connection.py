@@ -29,6 +29,7 @@ from wuu.generated.models import (
     ToolInvokeParams,
     ToolResult,
 )
+from wuu.generated.params import InvalidParams, parse_params
 from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
@@ -58,17 +59,13 @@ def _validation_message(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def parse_params(spec: MethodSpec, data: Any) -> WireModel:
-    """Validate a request's data strictly against the method's params model; `invalid_request` if wrong."""
+def request_params(spec: MethodSpec, data: Any) -> WireModel:
+    """A request's data as the method's params model, validated strictly; `invalid_request` naming the bad
+    field if it is not."""
     try:
-        encoded = orjson.dumps(data)
-    except orjson.JSONEncodeError as error:
-        # Nested past orjson's encoding depth (254), which is below its reading one (1024).
-        raise WorkerError(ErrorCode.INVALID_REQUEST, f"data: {error}") from None
-    try:
-        return spec.params.model_validate_json(encoded, strict=True)
-    except ValidationError as error:
-        raise WorkerError(ErrorCode.INVALID_REQUEST, _validation_message(error)) from None
+        return parse_params(spec.params, data)
+    except InvalidParams as error:
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{error.location or 'data'}: {error.message}") from None
 
 
 @dataclass(eq=False)
@@ -213,7 +210,7 @@ class Connection:
             if route is None:
                 raise WorkerError(ErrorCode.UNSUPPORTED_METHOD, method)
             spec, handler = route
-            self._start(frame_id, method, handler, parse_params(spec, data))
+            self._start(frame_id, method, handler, request_params(spec, data))
 
     def _check_token(self, token: str) -> None:
         if token != self._token:
@@ -222,7 +219,7 @@ class Connection:
     def _on_initialize(self, frame_id: str, token: str, data: dict[str, Any]) -> None:
         if self._state is _State.INITIALIZING:
             raise WorkerError(ErrorCode.INVALID_REQUEST, "initialize is already in progress")
-        params = parse_params(WORKER_METHODS["initialize"], data)
+        params = request_params(WORKER_METHODS["initialize"], data)
         assert isinstance(params, InitializeParams)
         if self._state is _State.READY:
             self._check_token(token)
@@ -269,7 +266,7 @@ class Connection:
         if self._state is _State.NEW:
             raise WorkerError(ErrorCode.NOT_INITIALIZED, "cancel before initialize")
         self._check_token(token)
-        params = parse_params(WORKER_METHODS["cancel"], data)
+        params = request_params(WORKER_METHODS["cancel"], data)
         assert isinstance(params, CancelParams)
         target = self._inflight.get(params.id)
         cancelled = target is not None and target.task is not None and not target.task.done()

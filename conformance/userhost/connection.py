@@ -18,21 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from wuu.generated import validators
-from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
+from wuu.generated.catalog import (
+    USER_HOST_ERROR_CODE_JSONRPC_NUMBER,
+    USERHOST_MAX_FRAME_BYTES,
+    USERHOST_METHODS,
+)
 from wuu.generated.models import UserHostErrorCode
 
 Message = dict[str, Any]
 RequestId = str | int
 
-# The JSON-RPC number each code travels with (spec/schema/userhost/envelope.schema.json, JsonRpcError.code).
-ERROR_NUMBERS = {
-    "parse_error": -32700,
-    "invalid_request": -32600,
-    "unsupported_method": -32601,
-    "invalid_params": -32602,
-    "internal": -32603,
-}
-OTHER_ERROR_NUMBER = -32000
 ERROR_CODES = frozenset(code.value for code in UserHostErrorCode)
 # A reader admits a line a little over the frame limit, so that an oversize line is seen whole.
 READ_LIMIT = USERHOST_MAX_FRAME_BYTES + 1024
@@ -217,7 +212,7 @@ class Connection:
     def _response(self, message: Message) -> None:
         if "error" in message:
             code = message["error"]["data"]["code"]
-            number = ERROR_NUMBERS.get(code, OTHER_ERROR_NUMBER)
+            number = USER_HOST_ERROR_CODE_JSONRPC_NUMBER[UserHostErrorCode(code)]
             if message["error"]["code"] != number:
                 self._problem(
                     f"the error {code} has the JSON-RPC number {message['error']['code']}, not {number}"

@@ -6,17 +6,9 @@ import logging
 import secrets
 from typing import Any
 
+from wuu.generated.catalog import USER_HOST_ERROR_CODE_JSONRPC_NUMBER
 from wuu.generated.models import UserHostErrorCode
 
-# JsonRpcError.code: the JSON-RPC number that each stable code fixes; every other code is -32000.
-_NUMBERS = {
-    UserHostErrorCode.PARSE_ERROR: -32700,
-    UserHostErrorCode.INVALID_REQUEST: -32600,
-    UserHostErrorCode.UNSUPPORTED_METHOD: -32601,
-    UserHostErrorCode.INVALID_PARAMS: -32602,
-    UserHostErrorCode.INTERNAL: -32603,
-}
-OTHER_NUMBER = -32000
 MAX_MESSAGE_CHARS = 4096
 
 log = logging.getLogger("wuu.host.userhost")
@@ -37,8 +29,8 @@ class UserHostError(Exception):
 
     @property
     def number(self) -> int:
-        """The JSON-RPC error number of the code."""
-        return _NUMBERS.get(self.code, OTHER_NUMBER)
+        """The JSON-RPC error number of the code (the spec's `x-jsonrpc-number`)."""
+        return USER_HOST_ERROR_CODE_JSONRPC_NUMBER[self.code]
 
     def to_wire(self) -> dict[str, Any]:
         """The JsonRpcError object."""

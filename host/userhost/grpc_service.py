@@ -11,7 +11,7 @@ server, `GrpcServer`:
   connection belongs to the token that opened it, and ends when that token is revoked;
 - every rpc converts its request to the spec's JSON (protojson), submits it to the connection's
   `ClientSession` as the NDJSON transport does, and converts the result back; an error ends the call with
-  the status of `STATUS_CODES` and the JsonRpcError in its details (`grpc-status-details-bin`);
+  the status of its code (the spec's `x-grpc-status`) and the JsonRpcError in its details (`grpc-status-details-bin`);
 - a successful Initialize opens a connection (one client transport of the host's 16) and names it in its
   initial metadata (`wuu-connection`); later calls of the connection send that name. The connection ends
   on Shutdown, at the end of its PluginClientInvalidate stream, when it falls behind on notifications, or

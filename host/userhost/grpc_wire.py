@@ -17,8 +17,7 @@ from google.protobuf.message import Message
 from google.rpc import status_pb2
 
 from wuu.generated import protojson
-from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
-from wuu.generated.models import UserHostErrorCode
+from wuu.generated.catalog import USER_HOST_ERROR_CODE_GRPC_STATUS, USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 
 from .address import is_loopback_ip, join_host_port, split_host_port
@@ -38,27 +37,6 @@ MESSAGE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_send_message_length", USERHOST_MAX_FRAME_BYTES),
 )
 """Channel and server options: messages up to `max_frame_bytes` each way."""
-
-# The status code of each error code; every code not listed is FAILED_PRECONDITION. Clients compare
-# `data.code` only: the status code is for gRPC tooling (retries, metrics), and the service comment states
-# the same table.
-STATUS_CODES: Mapping[UserHostErrorCode, grpc.StatusCode] = {
-    UserHostErrorCode.PARSE_ERROR: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.INVALID_PARAMS: grpc.StatusCode.INVALID_ARGUMENT,
-    UserHostErrorCode.UNSUPPORTED_METHOD: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.UNSUPPORTED_PROTOCOL_VERSION: grpc.StatusCode.UNIMPLEMENTED,
-    UserHostErrorCode.INTERNAL: grpc.StatusCode.INTERNAL,
-    UserHostErrorCode.TOO_MANY_CLIENTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    UserHostErrorCode.PLUGIN_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
-    UserHostErrorCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
-    UserHostErrorCode.GRAPH_GENERATION_CHANGED: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.STALE_REVISION: grpc.StatusCode.ABORTED,
-    UserHostErrorCode.REQUEST_ID_CONFLICT: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.QUESTION_ALREADY_DECIDED: grpc.StatusCode.ALREADY_EXISTS,
-    UserHostErrorCode.CANCELLED: grpc.StatusCode.CANCELLED,
-}
 
 
 # --- the rpcs ------------------------------------------------------------------------------------------
@@ -147,7 +125,7 @@ def to_message(cls: type[Message], value: Mapping[str, Any]) -> Message:
 
 def error_status(error: UserHostError) -> tuple[grpc.StatusCode, tuple[tuple[str, bytes], ...]]:
     """The status code of an error and the trailing metadata whose details carry its JsonRpcError."""
-    code = STATUS_CODES.get(error.code, grpc.StatusCode.FAILED_PRECONDITION)
+    code = USER_HOST_ERROR_CODE_GRPC_STATUS[error.code]
     detail = any_pb2.Any()
     detail.Pack(to_message(userhost_pb2.JsonRpcError, error.to_wire()))
     status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])

@@ -51,7 +51,7 @@ from .idle import DEFAULT_IDLE_SECONDS, IdleTimer
 from .listener import DEFAULT_MAX_PENDING, AcceptLoop, Pending
 from .protocol import Request, check_protocol_version, failure
 from .server import Listener
-from .session import ClientSession, parse_params
+from .session import ClientSession, checked_params
 from .tokens import TokenEntry, TokenStore
 
 log = logging.getLogger("wuu.host.userhost")
@@ -458,7 +458,7 @@ class HttpServer(Listener):
         body = await self._body(request)
         session = self._attach(client)
         if method == "initialize":
-            params = parse_params(UserHostInitializeParams, body)
+            params = checked_params(UserHostInitializeParams, body)
             assert isinstance(params, UserHostInitializeParams)
             check_protocol_version(params.protocol_version)
             return _json(client.initialized)

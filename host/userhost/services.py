@@ -17,6 +17,7 @@ from wuu.generated.models import (
     UserQuestionDismissParams,
     UserQuestionDismissResult,
 )
+from wuu.generated.servers import PushServer, UserQuestionServer
 
 from .errors import UserHostError
 
@@ -31,43 +32,28 @@ class Caller:
     """The transport's authenticated device, or None: local transports authenticate no device."""
 
 
-class HostServices(Protocol):
-    """The providers of the host methods that are not about the connection itself."""
-
-    async def answer_question(
-        self, params: UserQuestionAnswerParams, caller: Caller
-    ) -> UserQuestionAnswerResult:
-        """`user_question/answer`."""
-
-    async def dismiss_question(
-        self, params: UserQuestionDismissParams, caller: Caller
-    ) -> UserQuestionDismissResult:
-        """`user_question/dismiss`."""
-
-    async def register_push(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
-        """`push/register`."""
-
-    async def unregister_push(self, params: PushUnregisterParams, caller: Caller) -> PushUnregisterResult:
-        """`push/unregister`."""
+class HostServices(UserQuestionServer[Caller], PushServer[Caller], Protocol):
+    """The providers of the host methods that are not about the connection itself: the catalog's
+    `user_question` and `push` services, each method called with the request's `Caller`."""
 
 
-class NoHostServices:
+class NoHostServices(HostServices):
     """A host without a question store or push registry: no question exists, and no device can register."""
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
         raise UserHostError(UserHostErrorCode.NOT_FOUND, f"no question {params.question_id}")
 
-    async def dismiss_question(
+    async def user_question_dismiss(
         self, params: UserQuestionDismissParams, caller: Caller
     ) -> UserQuestionDismissResult:
         raise UserHostError(UserHostErrorCode.NOT_FOUND, f"no question {params.question_id}")
 
-    async def register_push(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
+    async def push_register(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
         raise UserHostError(UserHostErrorCode.PERMISSION_DENIED, _no_registry(caller))
 
-    async def unregister_push(self, params: PushUnregisterParams, caller: Caller) -> PushUnregisterResult:
+    async def push_unregister(self, params: PushUnregisterParams, caller: Caller) -> PushUnregisterResult:
         raise UserHostError(UserHostErrorCode.PERMISSION_DENIED, _no_registry(caller))
 
 

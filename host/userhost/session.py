@@ -15,10 +15,6 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-import orjson
-from pydantic import ValidationError
-
-from wuu.generated import validators
 from wuu.generated.catalog import USERHOST_METHODS
 from wuu.generated.models import (
     PluginClientCancelParams,
@@ -33,6 +29,8 @@ from wuu.generated.models import (
     UserHostShutdownResult,
     UserInput,
 )
+from wuu.generated.params import InvalidParams, parse_params
+from wuu.generated.servers import push_handlers, user_question_handlers
 from wuu.generated.wire import MethodSpec, WireModel
 
 from .envelope import RequestId
@@ -97,22 +95,16 @@ class _Call:
         return True
 
 
-def parse_params(model: type[WireModel], params: Any, prefix: str = "") -> WireModel:
-    """Validate params strictly against their model; `invalid_params` naming the first bad field."""
+def checked_params(model: type[WireModel], params: Any, prefix: str = "") -> WireModel:
+    """Params as their model, validated strictly; `invalid_params` naming the first bad field (under
+    `prefix`) if they are not."""
     try:
-        return model.model_validate_json(orjson.dumps(params), strict=True)
-    except orjson.JSONEncodeError as error:  # nested deeper than orjson writes (254 levels)
-        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error}") from None
-    except ValidationError as error:
-        first = error.errors()[0]
-        path = ".".join(str(part) for part in first["loc"])
-        # Pydantic's location also names the branch of a union (`id.constrained-str`); the spec's schema
-        # names the field itself.
-        found = validators.errors(model.__name__, params)
-        if found:
-            path = min(validators.error_locations(found[:1]), key=lambda where: (-len(where), where))
-        field = ".".join(part for part in (prefix, path) if part) or None
-        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, first["msg"], field) from None
+        return parse_params(model, params)
+    except InvalidParams as error:
+        if error.location is None:
+            raise UserHostError(UserHostErrorCode.INVALID_PARAMS, f"params: {error.message}") from None
+        field = ".".join(part for part in (prefix, error.field()) if part) or None
+        raise UserHostError(UserHostErrorCode.INVALID_PARAMS, error.message, field) from None
 
 
 class ClientSession:
@@ -208,8 +200,8 @@ class ClientSession:
         """A request's result at once, or the call and the work that will give it."""
         spec = self._requests.admit(request)
         if request.method == "initialize":
-            return self._initialize(parse_params(spec.params, request.params))
-        parsed = parse_params(spec.params, request.params)
+            return self._initialize(checked_params(spec.params, request.params))
+        parsed = checked_params(spec.params, request.params)
         if isinstance(parsed, PluginClientRequestParams):
             return self._plugin_request(parsed)
         if isinstance(parsed, PluginClientCancelParams):
@@ -267,7 +259,7 @@ class ClientSession:
                 f"{params.plugin_id} serves no client method {params.method}",
             )
         spec = USERHOST_METHODS[params.method]
-        method_params = parse_params(spec.params, params.params, "params")
+        method_params = checked_params(spec.params, params.params, "params")
         if spec.user_input and params.user_input is None:
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, f"{params.method} takes the user's input", "user_input"
@@ -294,14 +286,9 @@ class ClientSession:
         return PluginClientCancelResult(cancelled=cancelled).to_wire()
 
     async def _service(self, spec: MethodSpec, params: WireModel) -> dict[str, Any]:
-        services, caller = self.host.services, self.caller
-        handlers = {
-            "user_question/answer": services.answer_question,
-            "user_question/dismiss": services.dismiss_question,
-            "push/register": services.register_push,
-            "push/unregister": services.unregister_push,
-        }
-        result: WireModel = await handlers[spec.method](params, caller)  # type: ignore[operator]
+        services = self.host.services
+        handlers = {**user_question_handlers(services), **push_handlers(services)}
+        result = await handlers[spec.method](params, self.caller)
         data: dict[str, Any] = result.to_wire()
         return data
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +110,14 @@ def test_generation_is_deterministic(scratch: Path) -> None:
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert fresh == committed
+
+
+def test_speclint_refuses_a_plugin_method_without_its_service(scratch: Path) -> None:
+    def drop_service(catalog: dict[str, Any]) -> None:
+        entry = next(e for e in catalog["methods"] if e["method"] == "agents.send")
+        del entry["service"]
+
+    edit_json(scratch / "spec/methods/userhost.json", drop_service)
+    result = run_tool(scratch, "speclint")
+    assert result.returncode == 1
+    assert "agents.send: a plugin_request method names its plugin's service" in result.stdout

@@ -43,6 +43,7 @@ from wuu.generated.models import (
     UserHostErrorCode,
     UserInput,
 )
+from wuu.generated.servers import PersonalServer, personal_handlers
 
 from ..errors import UserHostError
 from ..plugins import Plugin, PluginCall
@@ -64,7 +65,7 @@ FRACTION = re.compile(r"\.([0-9]+)")
 
 
 @dataclass
-class PersonalPlugin:
+class PersonalPlugin(PersonalServer[PluginCall]):
     """The plugin's state: its provider, the space's attachment files, the main agent's loop and the host's
     notices. `input_receipts` is the `wuu.client-input-receipts` observer: without it no input is admitted."""
 
@@ -84,20 +85,7 @@ class PersonalPlugin:
 
     def plugin(self) -> Plugin:
         """The plugin as the composition graph lists it."""
-        return Plugin(
-            PLUGIN_ID,
-            FINGERPRINT,
-            {
-                "agents.main_session": self.main_session,
-                "agents.send": self.send,
-                "agents.receipts": self.receipts,
-                "agents.react": self.react,
-                "agents.reactions": self.reactions,
-                "agents.history.read": self.history_read,
-                "agents.history.search": self.history_search,
-                "host.session.attachment.read": self.attachment_read,
-            },
-        )
+        return Plugin(PLUGIN_ID, FINGERPRINT, personal_handlers(self))
 
     async def _main(self, session_id: str) -> str:
         """The session ID if it is the main conversation; `not_found` for any other. (The store checks
@@ -111,13 +99,13 @@ class PersonalPlugin:
 
     # --- the methods -------------------------------------------------------------------------------
 
-    async def main_session(
+    async def agents_main_session(
         self, params: AgentsMainSessionParams, call: PluginCall
     ) -> AgentsMainSessionResult:
         with refusals_as_wire_errors():
             return AgentsMainSessionResult(session_id=await self.store.main_session())
 
-    async def send(self, params: AgentsSendParams, call: PluginCall) -> AgentsSendResult:
+    async def agents_send(self, params: AgentsSendParams, call: PluginCall) -> AgentsSendResult:
         user_input = call.user_input
         assert user_input is not None  # the host requires it for this method
         session_id = await self._main(params.session_id)
@@ -159,13 +147,13 @@ class PersonalPlugin:
             self.agent.wake()
         return _sent(admission)
 
-    async def receipts(self, params: AgentsReceiptsParams, call: PluginCall) -> AgentsReceiptsResult:
+    async def agents_receipts(self, params: AgentsReceiptsParams, call: PluginCall) -> AgentsReceiptsResult:
         session_id = await self._main(params.session_id)
         with refusals_as_wire_errors():
             found = await self.store.receipts(session_id, params.client_input_ids)
         return AgentsReceiptsResult(receipts=found)
 
-    async def react(self, params: AgentsReactParams, call: PluginCall) -> AgentsReactResult:
+    async def agents_react(self, params: AgentsReactParams, call: PluginCall) -> AgentsReactResult:
         if params.emoji is not None and not emoji_data.is_emoji(params.emoji):
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, "emoji is not one Unicode emoji", "params.emoji"
@@ -193,13 +181,15 @@ class PersonalPlugin:
             replayed=written.replayed,
         )
 
-    async def reactions(self, params: AgentsReactionsParams, call: PluginCall) -> AgentsReactionsResult:
+    async def agents_reactions(
+        self, params: AgentsReactionsParams, call: PluginCall
+    ) -> AgentsReactionsResult:
         session_id = await self._main(params.session_id)
         with refusals_as_wire_errors():
             found = await self.store.reactions(session_id, params.message_seqs)
         return AgentsReactionsResult(session_id=session_id, messages=found)
 
-    async def history_read(
+    async def agents_history_read(
         self, params: AgentsHistoryReadParams, call: PluginCall
     ) -> AgentsHistoryReadResult:
         session_id = await self._main(params.session_id)
@@ -210,7 +200,7 @@ class PersonalPlugin:
         page = found[:size]
         return AgentsHistoryReadResult(messages=page, next_before_seq=page[-1].message_seq if more else None)
 
-    async def history_search(
+    async def agents_history_search(
         self, params: AgentsHistorySearchParams, call: PluginCall
     ) -> AgentsHistorySearchResult:
         session_id = await self._main(params.session_id)
@@ -225,7 +215,7 @@ class PersonalPlugin:
         token = self.page_tokens.issue(scope, page[-1].message_seq) if len(found) > size else None
         return AgentsHistorySearchResult(messages=page, next_page_token=token)
 
-    async def attachment_read(
+    async def host_session_attachment_read(
         self, params: HostSessionAttachmentReadParams, call: PluginCall
     ) -> HostSessionAttachmentReadResult:
         stored = None

@@ -34,7 +34,7 @@ from wuu.generated.models import (
 )
 
 from ..errors import UserHostError
-from ..services import Caller
+from ..services import Caller, HostServices
 from .provider import StopOutcome, TaskLedger, TaskRecord, TaskStateError
 from .serial import SerialWork
 from .wire_errors import refusals_as_wire_errors
@@ -174,7 +174,7 @@ class TaskBoard:
             self._delivered(settled)
 
 
-class PersonalServices:
+class PersonalServices(HostServices):
     """The host services on the Personal store: the owner's decisions on questions, and push registrations
     bound to the transport's authenticated device."""
 
@@ -182,7 +182,7 @@ class PersonalServices:
         self._board = board
         self._clock = clock
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
         saved = await self._decide(
@@ -190,7 +190,7 @@ class PersonalServices:
         )
         return UserQuestionAnswerResult.model_validate(saved)
 
-    async def dismiss_question(
+    async def user_question_dismiss(
         self, params: UserQuestionDismissParams, caller: Caller
     ) -> UserQuestionDismissResult:
         saved = await self._decide(params.question_id, UserQuestionStatus.DISMISSED, None, params.request_id)
@@ -211,13 +211,13 @@ class PersonalServices:
             "replayed": saved.replayed,
         }
 
-    async def register_push(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
+    async def push_register(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
         device = _device(caller)
         return await self._board.ledger.register_push(
             device, params.provider, params.app_id, params.token, self._clock()
         )
 
-    async def unregister_push(self, params: PushUnregisterParams, caller: Caller) -> PushUnregisterResult:
+    async def push_unregister(self, params: PushUnregisterParams, caller: Caller) -> PushUnregisterResult:
         removed = await self._board.ledger.unregister_push(_device(caller), params.registration_id)
         return PushUnregisterResult(unregistered=removed)
 

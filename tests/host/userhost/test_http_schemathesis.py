@@ -39,7 +39,6 @@ from schemathesis.checks import CHECKS, CheckContext, load_all_checks
 from schemathesis.core.transport import Response
 from schemathesis.generation.case import Case
 
-from wuu.conformance.userhost.connection import ERROR_NUMBERS, OTHER_ERROR_NUMBER
 from wuu.generated import validators
 
 EXAMPLES = int(os.environ.get("WUU_SCHEMATHESIS_EXAMPLES", "10"))
@@ -51,6 +50,7 @@ USERHOST = str(Path(sys.executable).parent / "wuu-userhost")
 BINDING = ["--user-space", "local", "--product-domain", "personal"]
 STARTUP_S = 60.0
 STATUS_OF: dict[str, int] = validators.bundle()["$defs"]["UserHostErrorCode"]["x-http-status"]
+NUMBER_OF: dict[str, int] = validators.bundle()["$defs"]["UserHostErrorCode"]["x-jsonrpc-number"]
 # Statuses the binding gives outside the table (http.schema.json): an oversize body, a wrong HTTP method.
 FIXED_CODE = {413: "parse_error", 405: "unsupported_method"}
 
@@ -73,7 +73,7 @@ def spec_error(ctx: CheckContext, response: Response, case: Case[Any]) -> bool |
         assert code == FIXED_CODE[status], f"status {status} is `{FIXED_CODE[status]}`, not `{code}`"
     else:
         assert status == STATUS_OF[code], f"`{code}` has status {STATUS_OF[code]}, not {status}"
-    number = ERROR_NUMBERS.get(code, OTHER_ERROR_NUMBER)
+    number = NUMBER_OF[code]
     assert body["error"]["code"] == number, f"`{code}` travels as {number}, not {body['error']['code']}"
     return True
 

@@ -493,17 +493,17 @@ class ServicesProxy:
     def __init__(self, inner: HostServices) -> None:
         self.inner = inner
 
-    async def answer_question(self, params: Any, caller: Caller) -> Any:
-        return await self.inner.answer_question(params, caller)
+    async def user_question_answer(self, params: Any, caller: Caller) -> Any:
+        return await self.inner.user_question_answer(params, caller)
 
-    async def dismiss_question(self, params: Any, caller: Caller) -> Any:
-        return await self.inner.dismiss_question(params, caller)
+    async def user_question_dismiss(self, params: Any, caller: Caller) -> Any:
+        return await self.inner.user_question_dismiss(params, caller)
 
-    async def register_push(self, params: Any, caller: Caller) -> Any:
-        return await self.inner.register_push(params, caller)
+    async def push_register(self, params: Any, caller: Caller) -> Any:
+        return await self.inner.push_register(params, caller)
 
-    async def unregister_push(self, params: Any, caller: Caller) -> Any:
-        return await self.inner.unregister_push(params, caller)
+    async def push_unregister(self, params: Any, caller: Caller) -> Any:
+        return await self.inner.push_unregister(params, caller)
 
 
 @dataclasses.dataclass

@@ -19,9 +19,9 @@ class RegistersWithoutDevice(ServicesProxy):
 
     fresh = itertools.count(1)
 
-    async def register_push(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
+    async def push_register(self, params: PushRegisterParams, caller: Caller) -> PushRegisterResult:
         try:
-            result: PushRegisterResult = await self.inner.register_push(params, caller)
+            result: PushRegisterResult = await self.inner.push_register(params, caller)
         except UserHostError as error:
             if error.code is not UserHostErrorCode.PERMISSION_DENIED:
                 raise

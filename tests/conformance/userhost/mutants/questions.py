@@ -34,11 +34,11 @@ def _decided(params: UserQuestionAnswerParams) -> UserQuestionAnswerResult:
 class AnswersAnything(ServicesProxy):
     """An answer to a question that does not exist is saved as if it did."""
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
         try:
-            result: UserQuestionAnswerResult = await self.inner.answer_question(params, caller)
+            result: UserQuestionAnswerResult = await self.inner.user_question_answer(params, caller)
         except UserHostError as error:
             if error.code is not UserHostErrorCode.NOT_FOUND:
                 raise
@@ -59,11 +59,11 @@ def unknown_question_answered() -> Composer:
 class DecidesAgain(ServicesProxy):
     """A question already decided takes another answer."""
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
         try:
-            result: UserQuestionAnswerResult = await self.inner.answer_question(params, caller)
+            result: UserQuestionAnswerResult = await self.inner.user_question_answer(params, caller)
         except UserHostError as error:
             if error.code is not UserHostErrorCode.QUESTION_ALREADY_DECIDED:
                 raise
@@ -85,16 +85,16 @@ def question_answered_twice() -> Composer:
 class NeverReplayed(ServicesProxy):
     """Every decision says it is new."""
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
-        result: UserQuestionAnswerResult = await self.inner.answer_question(params, caller)
+        result: UserQuestionAnswerResult = await self.inner.user_question_answer(params, caller)
         return result.model_copy(update={"replayed": False})
 
-    async def dismiss_question(
+    async def user_question_dismiss(
         self, params: UserQuestionDismissParams, caller: Caller
     ) -> UserQuestionDismissResult:
-        result: UserQuestionDismissResult = await self.inner.dismiss_question(params, caller)
+        result: UserQuestionDismissResult = await self.inner.user_question_dismiss(params, caller)
         return result.model_copy(update={"replayed": False})
 
 
@@ -111,11 +111,11 @@ def decision_retry_not_replayed() -> Composer:
 class ConflictsDecided(ServicesProxy):
     """A request ID used for another question or decision saves a made-up decision."""
 
-    async def answer_question(
+    async def user_question_answer(
         self, params: UserQuestionAnswerParams, caller: Caller
     ) -> UserQuestionAnswerResult:
         try:
-            result: UserQuestionAnswerResult = await self.inner.answer_question(params, caller)
+            result: UserQuestionAnswerResult = await self.inner.user_question_answer(params, caller)
         except UserHostError as error:
             if error.code is not UserHostErrorCode.REQUEST_ID_CONFLICT:
                 raise

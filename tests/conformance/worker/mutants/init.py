@@ -9,7 +9,7 @@ from pathlib import Path
 from wuu.generated.catalog import WORKER_METHODS, WORKER_PROTOCOL_VERSION
 from wuu.generated.models import ErrorCode, InitializeParams
 from wuu.worker import ExecutionBackendV4, RequestContext, WorkerError
-from wuu.worker.connection import parse_params
+from wuu.worker.connection import request_params
 from wuu.worker.native.worker import CAPABILITIES, NativeWorker
 
 from . import mutant
@@ -39,7 +39,7 @@ def _initialize_of(line: bytes) -> Frame | None:
 def _valid_initialize(data: Frame) -> bool:
     """Whether initialize data passes the params check (the worker compares bindings only then)."""
     try:
-        parse_params(WORKER_METHODS["initialize"], data)
+        request_params(WORKER_METHODS["initialize"], data)
     except WorkerError:
         return False
     return True

@@ -13,7 +13,7 @@ from wuu.generated.catalog import WORKER_METHODS
 from wuu.generated.models import ErrorCode
 from wuu.generated.wire import MethodSpec, WireModel
 from wuu.worker import ExecutionBackendV4, Handler, RequestContext, WorkerError
-from wuu.worker.connection import parse_params
+from wuu.worker.connection import request_params
 from wuu.worker.native.worker import NativeWorker
 
 from . import mutant
@@ -50,7 +50,7 @@ class InvalidParamsInternal(ReplyRewriter):
         if spec is None or method in ("initialize", "cancel") or code_of(reply) is None:
             return [reply]
         try:
-            parse_params(spec, data)
+            request_params(spec, data)
         except WorkerError as error:
             # The very error of the params check, not one the handler raised about valid params.
             if reply["error"] == error.wire:
@@ -61,7 +61,7 @@ class InvalidParamsInternal(ReplyRewriter):
 def _coerced(spec: MethodSpec, data: Frame) -> Frame | None:
     """`data` as pydantic's lax mode reads it, when the strict check refuses it and the lax one does not."""
     try:
-        parse_params(spec, data)
+        request_params(spec, data)
     except WorkerError:
         try:
             return spec.params.model_validate(data).to_wire()

@@ -420,11 +420,11 @@ async def test_a_decision_and_a_result_submitted_at_once_never_complete_a_waitin
 
     def deciding() -> Awaitable[UserQuestionAnswerResult | UserQuestionDismissResult]:
         if decision == "answer":
-            return services.answer_question(
+            return services.user_question_answer(
                 UserQuestionAnswerParams(question_id=question_id, request_id="decision-1", text="Lisbon"),
                 caller,
             )
-        return services.dismiss_question(
+        return services.user_question_dismiss(
             UserQuestionDismissParams(question_id=question_id, request_id="decision-1"), caller
         )
 
@@ -473,10 +473,10 @@ async def test_two_decisions_at_once_save_only_the_first(space: Space, first: st
     task_id, question_id = await asked(space)
     caller = Caller("unix")
     services = space.host.services
-    answering = services.answer_question(
+    answering = services.user_question_answer(
         UserQuestionAnswerParams(question_id=question_id, request_id="answer-1", text="Lisbon"), caller
     )
-    dismissing = services.dismiss_question(
+    dismissing = services.user_question_dismiss(
         UserQuestionDismissParams(question_id=question_id, request_id="dismiss-1"), caller
     )
     winner: object

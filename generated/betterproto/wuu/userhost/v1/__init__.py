@@ -188,34 +188,33 @@ class UserHostErrorCode(betterproto2.Enum):
 
     PARSE_ERROR = 1
     """
-    `parse_error`: JSON-RPC -32700. The message is not a UTF-8 JSON object, or its line exceeds
-    max_frame_bytes. The response's id is null.
+    `parse_error`: The message is not a UTF-8 JSON object, or its line exceeds max_frame_bytes. The response's
+    id is null.
     """
 
     INVALID_REQUEST = 2
     """
-    `invalid_request`: JSON-RPC -32600. The message is JSON but not a valid request: a wrong `jsonrpc`, a
-    missing or malformed `id` or `method`, a batch (JSON array), or an id equal to that of a request of this
-    client still in flight.
+    `invalid_request`: The message is JSON but not a valid request: a wrong `jsonrpc`, a missing or malformed
+    `id` or `method`, a batch (JSON array), or an id equal to that of a request of this client still in flight.
     """
 
     UNSUPPORTED_METHOD = 3
     """
-    `unsupported_method`: JSON-RPC -32601. The method is not served on this transport (every generic Coding
-    thread, workspace, storage, configuration and package-mutation method included), or the plugin method
-    named by `plugin/client/request` is not served to clients.
+    `unsupported_method`: The method is not served on this transport (every generic Coding thread, workspace,
+    storage, configuration and package-mutation method included), or the plugin method named by
+    `plugin/client/request` is not served to clients.
     """
 
     INVALID_PARAMS = 4
     """
-    `invalid_params`: JSON-RPC -32602. The params do not validate against the method's params def, or break a
-    rule its description states (a limit, a digest or size that does not match the content, `user_input`
-    missing or not allowed). `data.field` names the offending field when the host can.
+    `invalid_params`: The params do not validate against the method's params def, or break a rule its
+    description states (a limit, a digest or size that does not match the content, `user_input` missing or not
+    allowed). `data.field` names the offending field when the host can.
     """
 
     INTERNAL = 5
     """
-    `internal`: JSON-RPC -32603. The host failed in a way no other code describes.
+    `internal`: The host failed in a way no other code describes.
     """
 
     NOT_INITIALIZED = 6
@@ -1111,9 +1110,8 @@ class JsonRpcError(betterproto2.Message):
 
     code: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
     """
-    The JSON-RPC error number, fixed by `data.code`: -32700 for `parse_error`, -32600 for `invalid_request`,
-    -32601 for `unsupported_method`, -32602 for `invalid_params`, -32603 for `internal`, and -32000 for every
-    other code.
+    The JSON-RPC error number, fixed by `data.code`: the one that `x-jsonrpc-number` of UserHostErrorCode
+    (schema/userhost/envelope.schema.json) gives it.
     """
 
     message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
@@ -2024,11 +2022,7 @@ class UserHostStub:
 
     Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
     carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
-    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
-    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
-    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
-    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
-    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+    tooling: the one that `x-grpc-status` of UserHostErrorCode (schema/userhost/envelope.schema.json) gives it.
 
     Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
     that none is lost before the stream opens; a connection has at most one such stream. The host also serves the

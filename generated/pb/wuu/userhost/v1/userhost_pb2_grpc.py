@@ -55,11 +55,7 @@ class UserHostStub:
 
     Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
     carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
-    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
-    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
-    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
-    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
-    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+    tooling: the one that `x-grpc-status` of UserHostErrorCode (schema/userhost/envelope.schema.json) gives it.
 
     Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
     that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
@@ -146,11 +142,7 @@ class UserHostServicer:
 
     Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
     carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
-    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
-    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
-    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
-    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
-    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+    tooling: the one that `x-grpc-status` of UserHostErrorCode (schema/userhost/envelope.schema.json) gives it.
 
     Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
     that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
@@ -304,11 +296,7 @@ class UserHost:
 
     Errors. A failed call ends with a non-OK status whose details (`grpc-status-details-bin`, a google.rpc.Status)
     carry the JsonRpcError; clients compare `data.code` only. The status code follows the error code, for gRPC
-    tooling: INVALID_ARGUMENT for parse_error, invalid_request and invalid_params; UNIMPLEMENTED for
-    unsupported_method and unsupported_protocol_version; INTERNAL for internal; RESOURCE_EXHAUSTED for
-    too_many_clients; NOT_FOUND for plugin_not_found and not_found; PERMISSION_DENIED for permission_denied;
-    ABORTED for graph_generation_changed and stale_revision; ALREADY_EXISTS for request_id_conflict and
-    question_already_decided; CANCELLED for cancelled; FAILED_PRECONDITION for every other code.
+    tooling: the one that `x-grpc-status` of UserHostErrorCode (schema/userhost/envelope.schema.json) gives it.
 
     Notifications. PluginClientInvalidate streams the connection's notifications, queued from Initialize on so
     that none is lost before the stream opens; a connection has at most one such stream. The host also serves the
