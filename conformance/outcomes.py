@@ -4,7 +4,7 @@ the checks of a case's session that raise them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class CaseFailed(Exception):
@@ -36,3 +36,9 @@ class Checks:
     def skip(self, reason: str) -> NoReturn:
         """End the case as skipped: it does not apply to this implementation, for `reason`."""
         raise CaseSkipped(reason)
+
+
+def schema_problem(error: Any) -> str:
+    """A schema validation error as a failure names it: where in the message (a dotted path), then what."""
+    where = ".".join(str(part) for part in error.absolute_path) or "(the object)"
+    return f"{where}: {error.message}"

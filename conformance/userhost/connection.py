@@ -25,6 +25,8 @@ from wuu.generated.catalog import (
 )
 from wuu.generated.models import UserHostErrorCode
 
+from ..outcomes import schema_problem
+
 Message = dict[str, Any]
 RequestId = str | int
 
@@ -191,7 +193,9 @@ class Connection:
             return
         problems = validators.errors("JsonRpcMessage", message)
         if problems:
-            self._problem(f"the host sent a message that is not a JsonRpcMessage: {_describe(problems[0])}")
+            self._problem(
+                f"the host sent a message that is not a JsonRpcMessage: {schema_problem(problems[0])}"
+            )
             return
         if "method" in message and "id" in message:
             self._problem(f"the host sent a request ({message['method']!r}); it sends only responses")
@@ -243,9 +247,4 @@ class Connection:
     def _check(self, model: str, instance: Any, what: str) -> None:
         problems = validators.errors(model, instance)
         if problems:
-            self._problem(f"{what} does not follow {model}: {_describe(problems[0])}")
-
-
-def _describe(error: Any) -> str:
-    where = ".".join(str(part) for part in error.absolute_path) or "(the object)"
-    return f"{where}: {error.message}"
+            self._problem(f"{what} does not follow {model}: {schema_problem(problems[0])}")

@@ -20,7 +20,7 @@ from wuu.worker.client import ConnectionLost, WorkerClient
 from wuu.worker.errors import split_error
 from wuu.worker.framing import encode
 
-from ..outcomes import CaseFailed, CaseSkipped, Checks
+from ..outcomes import CaseFailed, CaseSkipped, Checks, schema_problem
 from ..probe import first_answer
 
 SESSION_ID = "conformance-thread"
@@ -134,7 +134,7 @@ class Session(Checks):
         """Fail unless the reply follows the spec: a ReplyFrame, a result of the method's schema, a known code."""
         problems = validators.errors("ReplyFrame", dict(reply))
         if problems:
-            raise CaseFailed(f"the reply to {method} is not a ReplyFrame: {_describe(problems[0])}")
+            raise CaseFailed(f"the reply to {method} is not a ReplyFrame: {schema_problem(problems[0])}")
         if method == "initialize" and "data" in reply:
             self._root_seen_here = self._root_seen_here or self.root.is_dir()
         if "error" in reply:
@@ -148,7 +148,7 @@ class Session(Checks):
             problems = validators.errors(spec.result.__name__, reply["data"])
             if problems:
                 raise CaseFailed(
-                    f"the result of {method} does not follow {spec.result.__name__}: {_describe(problems[0])}"
+                    f"the result of {method} does not follow {spec.result.__name__}: {schema_problem(problems[0])}"
                 )
 
     async def ok(self, method: str, data: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -296,8 +296,3 @@ def _frame(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return frame if isinstance(frame, dict) else None
-
-
-def _describe(error: Any) -> str:
-    where = ".".join(str(part) for part in error.absolute_path) or "(the object)"
-    return f"{where}: {error.message}"

@@ -93,6 +93,8 @@ class UserHost:
         self.server_info = SERVER_INFO
         self._graph = Graph(1, _by_id(plugins))
         self._sessions: set[ClientSession] = set()
+        # A set, not a TaskGroup: `start` and `close` are separate calls of the embedding API, so no one
+        # coroutine spans the host's life, and a failed work is logged without ending the others.
         self._work: set[asyncio.Task[None]] = set()
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._closed = False

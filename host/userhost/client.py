@@ -146,6 +146,8 @@ class UserHostClient(ClientSurface):
         super().__init__()
         self.process = process
         self._ids = itertools.count(1)
+        # The cancel notices of cancelled calls: they must outlive the caller's cancellation, so no group
+        # of the caller's can hold them; `close` ends them.
         self._tasks: set[asyncio.Future[None]] = set()
         self._peer = Peer(reader, writer, self, CLIENT_ENVELOPE, remote="the user host")
         self._reader = asyncio.create_task(self._read())

@@ -98,6 +98,8 @@ class AcceptLoop:
         self._serve = serve
         self._pending = pending
         self._name = name
+        # Not a TaskGroup under the accept task: connections outlive `close`, their server ends them in its
+        # own order (gracefully on the socket), and a failed connection is logged without ending the others.
         self._connections: set[asyncio.Task[None]] = set()
         self._failed = self._shed = 0
         self._quiet: asyncio.TimerHandle | None = None
