@@ -412,7 +412,9 @@ async def test_cancelled_stop_still_finishes(worker: Worker) -> None:
 async def test_stop_does_not_wait_for_a_pipe_held_outside_the_group(worker: Worker) -> None:
     # The subshell starts the holder in a session of its own and exits, so the holder is neither in the
     # command's session nor its descendant: outside the tree a stop ends, it keeps the output pipe open.
-    process = await worker.start("sh", "-c", "(setsid sleep 1000 & echo $!); sleep 1000")
+    # The holder names itself: setsid forks when it leads its group, and then `$!` is not the holder.
+    holder = "setsid sh -c 'echo $$; exec sleep 1000'"
+    process = await worker.start("sh", "-c", f"({holder} &); sleep 1000")
     escaped = int(await worker.first_line(process.id))
     try:
         await until(lambda: _parent(escaped) not in (None, *_group(process.pid)), "the holder's orphaning")
