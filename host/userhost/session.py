@@ -199,9 +199,9 @@ class ClientSession:
     ) -> dict[str, Any] | tuple[_Call | None, Coroutine[Any, Any, dict[str, Any]]]:
         """A request's result at once, or the call and the work that will give it."""
         spec = self._requests.admit(request)
-        if request.method == "initialize":
-            return self._initialize(checked_params(spec.params, request.params))
         parsed = checked_params(spec.params, request.params)
+        if request.method == "initialize":
+            return self._initialize(parsed)
         if isinstance(parsed, PluginClientRequestParams):
             return self._plugin_request(parsed)
         if isinstance(parsed, PluginClientCancelParams):
