@@ -134,6 +134,15 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
+def parent(pid: int) -> int | None:
+    """The parent of `pid`, None once it has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2 :].split()[1])
+
+
 def carrying(marker: str) -> list[int]:
     """The live processes whose command line carries `marker`."""
     found = []

@@ -24,6 +24,8 @@ from tests.helpers import (
     STUBBORN_TREE,
     alive,
     assert_gone,
+    children,
+    parent,
     suspended,
     until,
 )
@@ -417,38 +419,16 @@ async def test_stop_does_not_wait_for_a_pipe_held_outside_the_group(worker: Work
     process = await worker.start("sh", "-c", f"({holder} &); sleep 1000")
     escaped = int(await worker.first_line(process.id))
     try:
-        await until(lambda: _parent(escaped) not in (None, *_group(process.pid)), "the holder's orphaning")
+        # Orphaned: its parent is no longer the subshell, a child of the command.
+        await until(lambda: parent(escaped) not in children(process.pid), "the holder's orphaning")
         started = time.monotonic()
         stopped = await worker.registry.stop(process.id, ProcessSignal.TERM, 5000)
         assert time.monotonic() - started < 5
         assert stopped.status is ProcessStatus.STOPPED
         assert worker.events_of(process.id)[-1] == (ProcessEventType.STOPPED, ProcessEventCause.STOP_REQUEST)
-        assert _parent(escaped) is not None, "the stop ended a process outside the tree"
+        assert alive(escaped), "the stop ended a process outside the tree"
     finally:
         os.kill(escaped, signal.SIGKILL)
-
-
-def _parent(pid: int) -> int | None:
-    """The parent of a running `pid`, None once it has ended."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except FileNotFoundError:
-        return None
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    return None if fields[0] in (b"Z", b"X") else int(fields[1])
-
-
-def _group(group: int | None) -> set[int]:
-    """The pids of process group `group`."""
-    members = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.getpgid(int(entry.name)) == group:
-                    members.add(int(entry.name))
-            except ProcessLookupError:
-                pass
-    return members
 
 
 async def test_timeout_stops_the_process(worker: Worker) -> None:
