@@ -59,6 +59,7 @@ test: check-generated lint
 ## CHAOS_ARGS passes --seed/--only/--json; `make test` runs every row small (tests/chaos)
 chaos: $(READY)
 	$(PY) -m tools.chaos $(CHAOS_ARGS)
+	WUU_DIFFERENTIAL_EXAMPLES=1000 $(PY) -m pytest -q -n 2 tests/spec/test_differential.py
 
 ## conformance: both suites against the reference implementations: the worker suite against the native
 ## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)
