@@ -94,9 +94,17 @@ class UserHostSides:
             await asyncio.sleep(0.02)
 
     async def _connect(self, name: str) -> UserHostClient:
-        """A client of the socket `name`, once its server listens."""
+        """A client of the socket `name`, once its server listens (the path appears at `bind`, a moment
+        before `listen`: a connection refused meanwhile is tried again)."""
         await self._ready(self.dir / name)
-        return await UserHostClient.connect_unix(self.dir / name)
+        deadline = time.monotonic() + START_DEADLINE_S
+        while True:
+            try:
+                return await UserHostClient.connect_unix(self.dir / name)
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.02)
 
     async def fleets(self) -> dict[str, list[UserHostClient]]:
         """16 clients of each socket: the first client and 15 more (the host's are initialized)."""
