@@ -115,6 +115,9 @@ class StandInModel:
     an unclosed quote) and any other text is answered `Received: <text>` (`Received your attachments.` for
     an empty text), as the `StandInAgent`.
 
+    A request whose tool call has been answered (a `tool` message follows the newest user message) is
+    answered with the last tool message's text and no new call.
+
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
     `deny` or `unsure` -> that verdict as the reviewer's JSON answer; `fail` -> ModelUnavailable; `slow` ->
@@ -125,9 +128,14 @@ class StandInModel:
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] = (), deadline: float
     ) -> ModelReply:
-        newest = next((message.text for message in reversed(messages) if message.role == "user"), None)
-        if newest is None:
+        users = [index for index, message in enumerate(messages) if message.role == "user"]
+        if not users:
             return ModelReply("")
+        newest = messages[users[-1]].text
+        results = [message.text for message in messages[users[-1] :] if message.role == "tool"]
+        if results:
+            # The request's call was answered: a stand-in that called again would loop an agent forever.
+            return ModelReply(results[-1])
         if not tools:
             request = _review_request(newest)
             if request is not None:

@@ -163,6 +163,17 @@ async def test_the_stand_in_answers_the_newest_user_message() -> None:
     assert (await stand_in("")) == ("Received your attachments.", [])
 
 
+async def test_the_stand_in_calls_once_per_request() -> None:
+    call = ToolCall("call_1", "write_file", {"path": "a.txt", "content": "x", "create_dirs": True})
+    messages = [
+        ChatMessage("user", "/write a.txt\nx"),
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", "Created a.txt (1 byte).", tool_call_id="call_1"),
+    ]
+    reply = await StandInModel().complete(messages, tools=ACTION_TOOLS, deadline=soon())
+    assert (reply.text, reply.tool_calls) == ("Created a.txt (1 byte).", ())
+
+
 async def test_a_stand_in_scripted_to_fail_raises() -> None:
     prompt = json.dumps({"request": "do it\nreview: fail", "action": {}, "summary": ""})
     with pytest.raises(ModelUnavailable, match="scripted to fail"):
