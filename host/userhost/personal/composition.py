@@ -19,13 +19,19 @@ from wuu.generated.models import TaskDeliveryReceipt
 
 from ..authority import Composer, Composition
 from ..storage.review_ledger.startup import require_migrated
-from .agent import Agent, MainAgentLoop, StandInAgent
+from .agent import Agent, MainAgentLoop
+from .approvals.execution import ActionExecutor, WorkerActions
+from .approvals.files import FilesRoot
+from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
 from .page_tokens import PageTokens
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
 from .sqlite.store import SqliteSessionDomain
+from .model import ModelAdapter, StandInModel
+from .model_agent import ModelAgent
+from .reviewer import Reviewer
 from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 
 if TYPE_CHECKING:
@@ -49,6 +55,9 @@ async def sqlite_provider(host: UserHost, now: datetime) -> SessionDomain:
 def personal(
     *,
     agent: Agent | None = None,
+    model: ModelAdapter | None = None,
+    reviewer: Reviewer | None = None,
+    execution: Profile[ExecutionProfile] | None = None,
     provider: ProviderFactory = sqlite_provider,
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
@@ -56,7 +65,10 @@ def personal(
     attention_policy: AttentionPolicy | None = None,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
-    """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `reply_turn` is the turn
+    """The Personal module. `model` is the model adapter of the main agent and of automatic review (the
+    deterministic `StandInModel` by default); `agent` replaces the main agent on that model, `reviewer` the
+    review; `execution` is the execution profile approved actions run in (a local native worker bound to the
+    space's files root by default); `reply_turn` is the turn
     that carries a task's reply into the main conversation; `attention_policy` the owner's notification
     policy (grouping off by default); `started` is given the plugin once it is built (an embedding drives its
     agent and its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and

@@ -83,7 +83,7 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-_INTENT = re.compile(r"/(write|edit|run|start|input)(?=\s|\Z)")
+_INTENT = re.compile(r"/(write|edit|run|start|input|ask)(?=\s|\Z)")
 _INPUT = re.compile(r"[ \t]*(\S*)[ \t\n]?(.*)", re.DOTALL)
 _REVIEW_LINE = re.compile(r"review:[ \t]*(allow|deny|unsure|fail|slow)[ \t]*")
 EDIT_SEPARATOR = "---"
@@ -109,11 +109,12 @@ class StandInModel:
       runs: no expansion, no operators).
     - `/input PROCESS_ID TEXT` -> `process_write` {process_id: PROCESS_ID, data: TEXT + newline}: a line, as
       typed at a terminal.
+    - `/ask TEXT` -> `ask_owner` {question: TEXT}: a waiting-user question to the owner.
 
     PATH, argv and the process ID are passed as written: checking them is the host's work (an empty PATH or
     ARGV is a call the host refuses). An intent it cannot parse (an `/edit` without its `---` line, ARGV with
     an unclosed quote) and any other text is answered `Received: <text>` (`Received your attachments.` for
-    an empty text), as the `StandInAgent`.
+    an empty text), as the main agent always has.
 
     A request whose tool call has been answered (a `tool` message follows the newest user message) is
     answered with the last tool message's text and no new call.
@@ -153,6 +154,8 @@ def _intent(text: str) -> ToolCall | None:
     if match is None:
         return None
     intent = match.group(1)
+    if intent == "ask":
+        return ToolCall(new_call_id(), "ask_owner", {"question": text[match.end() + 1 :]})
     first, _, rest = text.partition("\n")
     if intent == "write":
         path = first[match.end() :].strip()

@@ -32,6 +32,7 @@ from wuu.generated.models import (
 
 from ..refusals import StaleRevision
 from ..sqlite.messages import rfc3339
+from ..reviewer import Reviewer
 from .actions import Described, describe
 from .files import FilesRoot, TargetRefused
 from .ledger import ApprovalLedger, NewCard, StoredCard
@@ -63,21 +64,6 @@ class Executor(Protocol):
     def process_argv(self, process_id: str) -> Sequence[str] | None:
         """The command line of `process_id` while it is a live interactive process an approved
         `process_start` started; None otherwise."""
-
-
-@dataclass(frozen=True)
-class Review:
-    """What automatic review said of an action."""
-
-    verdict: Literal["allow", "deny", "unsure", "unavailable"]
-    reason: str
-
-
-class Reviewer(Protocol):
-    """One-shot automatic review: the original user request and the exact action, no tools, a deadline."""
-
-    async def review(self, request_text: str, action: Mapping[str, Any], summary: str) -> Review:
-        """The verdict; never raises (a failure is `unavailable`)."""
 
 
 class ActionRefused(Exception):
