@@ -11,8 +11,9 @@ what the profile mounts there.
 The worker starts at the first call and again at the first call after it died. A call whose connection ends
 before its reply has an `Unknown` outcome: it may have had its effect, and it is never sent again (the worker
 protocol's client never retries either). Interactive processes (`process/start` with a stdin pipe) belong to
-the connection: never detached, they end with the worker, at `close` at the latest; a process started by an
-earlier worker is unknown to a later one, whose process ids may repeat, so input for it is refused here.
+the connection: never detached, they end with the worker, at `close` at the latest. The executor names each
+by a `process_id` of its own, never reused: a later worker's ids may repeat an earlier one's, and input meant
+for a process of a worker that died must never reach another.
 
 The `local` environment makes the host process the child subreaper of its tree (`wuu.worker.orphans`): what a
 killed worker left running is ended when its environment closes, with every other child the host has left.
@@ -73,6 +74,8 @@ class Completed:
 
     result: ToolResult
     process: ExecutionProcessV4 | None = None
+    process_id: str | None = None
+    """The executor's name of the process, which `process_write` takes (not the worker's record id)."""
 
     @property
     def exit_code(self) -> int | None:
@@ -119,8 +122,8 @@ class _NoWorker(Exception):
 class _Connection:
     environment: Environment
     client: WorkerClient
-    processes: set[str]
-    """The interactive processes started on this connection."""
+    processes: dict[str, str]
+    """The interactive processes started on this connection: the executor's process_id -> the worker's id."""
     broken: bool = False
     """The worker broke the protocol: the connection is ended before the next call."""
 
@@ -188,25 +191,35 @@ class ActionExecutor:
         async def start(connection: _Connection) -> Outcome:
             record = await connection.client.process_start(params)
             failed = record.status is ProcessStatus.FAILED
-            if not failed:
-                connection.processes.add(record.id)
-            verb = "could not start" if failed else "started"
-            return _process_outcome(f"{verb} process {record.id}: {' '.join(argv)}", failed, record)
+            if failed:
+                return _process_outcome(f"could not start {' '.join(argv)}", True, record, None)
+            process_id = f"proc_{secrets.token_hex(16)}"
+            connection.processes[process_id] = record.id
+            return _process_outcome(
+                f"started process {process_id}: {' '.join(argv)}", False, record, process_id
+            )
 
         return await self._run(start)
 
     async def process_write(self, process_id: str, data: str, *, close: bool = False) -> Outcome:
-        """Write `data` (UTF-8) to the stdin of a process this worker started; `close` closes it after."""
+        """Write `data` (UTF-8) to the stdin of a process this worker started; `close` closes it after.
+
+        Input for a process the current worker did not start is Refused with `not_found`, without a call.
+        """
+        unknown = Refused("not_found", f"process {process_id} was not started by the current worker")
+        if not self.knows_process(process_id):
+            return unknown  # no worker is started only to refuse
         encoded = data.encode("utf-8")
-        params = ProcessWriteParams(
-            id=process_id, data=base64.b64encode(encoded).decode("ascii"), close=close
-        )
+        data_base64 = base64.b64encode(encoded).decode("ascii")
 
         async def write(connection: _Connection) -> Outcome:
-            if process_id not in connection.processes:
-                return Refused("not_found", f"process {process_id} was not started by the current worker")
+            worker_id = connection.processes.get(process_id)
+            if worker_id is None:  # the worker was replaced meanwhile
+                return unknown
+            params = ProcessWriteParams(id=worker_id, data=data_base64, close=close)
             record = await connection.client.process_write(params)
-            return _process_outcome(f"wrote {len(encoded)} bytes to process {process_id}", False, record)
+            text = f"wrote {len(encoded)} bytes to process {process_id}"
+            return _process_outcome(text, False, record, process_id)
 
         return await self._run(write)
 
@@ -283,7 +296,7 @@ class ActionExecutor:
             await self._discard(environment)
             raise _NoWorker(f"profile {self._profile.name!r}: the worker did not start: {error}") from None
         client = WorkerClient(reader, writer, token=secrets.token_hex(16), record=False)
-        connection = _Connection(environment, client, set())
+        connection = _Connection(environment, client, {})
         data = {"version": WORKER_PROTOCOL_VERSION, "root": self._root, "session": self._session}
         bound = initialize_interceptor(environment, forwarded)(data) or data
         try:
@@ -310,5 +323,9 @@ class ActionExecutor:
             log.warning("the environment that failed to start did not end cleanly: %s", error)
 
 
-def _process_outcome(text: str, is_error: bool, record: ExecutionProcessV4) -> Completed:
-    return Completed(ToolResult(output=text, is_error=is_error, metadata=record.to_wire()), record)
+def _process_outcome(
+    text: str, is_error: bool, record: ExecutionProcessV4, process_id: str | None
+) -> Completed:
+    return Completed(
+        ToolResult(output=text, is_error=is_error, metadata=record.to_wire()), record, process_id
+    )
