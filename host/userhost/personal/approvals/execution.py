@@ -276,11 +276,8 @@ class ActionExecutor:
             if self._connection is not None and self._connection.usable:
                 return self._connection
             dead, self._connection = self._connection, None
-            if dead is not None:
-                try:
-                    await self._end(dead)
-                except CleanupFailed as error:  # the new worker starts anyway; the old one is gone
-                    log.warning("the previous worker's cleanup failed: %s", error)
+            if dead is not None:  # the new worker starts whatever the old one's cleanup says
+                await self._end_quietly(dead, "the previous worker")
             self._connection = await self._start()
             return self._connection
 
@@ -295,6 +292,9 @@ class ActionExecutor:
         except (EnvironmentUnavailable, OSError) as error:
             await self._discard(environment)
             raise _NoWorker(f"profile {self._profile.name!r}: the worker did not start: {error}") from None
+        except asyncio.CancelledError:
+            await self._discard(environment)
+            raise
         client = WorkerClient(reader, writer, token=secrets.token_hex(16), record=False)
         connection = _Connection(environment, client, {})
         data = {"version": WORKER_PROTOCOL_VERSION, "root": self._root, "session": self._session}
@@ -302,13 +302,13 @@ class ActionExecutor:
         try:
             await client.call("initialize", InitializeParams.model_validate(bound), InitializeResult)
         except (ReplyError, ConnectionLost, ProtocolViolation) as error:
-            try:
-                await self._end(connection)
-            except CleanupFailed as cleanup:
-                log.warning("the worker that failed to initialize did not end cleanly: %s", cleanup)
+            await self._end_quietly(connection, "the worker that failed to initialize")
             raise _NoWorker(
                 f"profile {self._profile.name!r}: the worker refused its binding: {error}"
             ) from None
+        except asyncio.CancelledError:
+            await self._end_quietly(connection, "the worker whose start was cancelled")
+            raise
         return connection
 
     async def _end(self, connection: _Connection) -> None:
@@ -316,11 +316,19 @@ class ActionExecutor:
         await connection.client.close(self._budget)
         await connection.environment.close(self._budget)
 
+    async def _end_quietly(self, connection: _Connection, which: str) -> None:
+        """`_end` for a worker no caller waits on: a failed cleanup is logged."""
+        try:
+            await self._end(connection)
+        except CleanupFailed as error:
+            log.warning("%s did not end cleanly: %s", which, error)
+
     async def _discard(self, environment: Environment) -> None:
+        """The cleanup of an environment whose worker did not start; a failed one is logged."""
         try:
             await environment.close(self._budget)
         except CleanupFailed as error:
-            log.warning("the environment that failed to start did not end cleanly: %s", error)
+            log.warning("the environment whose worker did not start did not end cleanly: %s", error)
 
 
 def _process_outcome(

@@ -204,7 +204,7 @@ async def test_a_profile_forwards_its_variables_to_commands(files: Path) -> None
     try:
         ran = completed(
             await executor.exec_command(
-                ExecCommandArguments(argv=["sh", "-c", 'printf "%s" "$WUU_FORWARDED"'], timeout_ms=20_000),
+                ExecCommandArguments(argv=["sh", "-c", 'printf "%s" "$WUU_FORWARDED"']),  # the default limit
                 "call-1",
             )
         )
