@@ -121,8 +121,9 @@ class FilesRoot:
     """The Personal files root (`StorageLayout.files`), where file actions are inspected."""
 
     def __init__(self, root: Path, guard: SensitivePaths | None = None) -> None:
-        """`guard`: the sensitive-path rules; by default those packaged with wuu, with the homes of this
-        process's environment (as the worker it starts resolves them)."""
+        """`root`: the absolute path of the files root. `guard`: the sensitive-path rules; by default those
+        packaged with wuu, with the homes of this process's environment (as the worker it starts resolves
+        them). Names suffice here: a target has a single link, so it is no other name of a credential file."""
         self.root = root
         self._guard = guard or SensitivePaths.load(
             home=default_home(os.environ), wuu_home=default_wuu_home(os.environ)
