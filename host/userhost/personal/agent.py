@@ -120,7 +120,10 @@ class AgentStep:
             question = arguments.get("question")
             if not isinstance(question, str) or not question:
                 return "refused (invalid_action): ask_owner needs a non-empty question"
-            request_id = "ask-" + hashlib.sha256(call_id.encode()).hexdigest()[:32]
+            # The task's dispatch ID derives from the input and the question (within the 128 characters of
+            # an ID): a repeated step asks once.
+            answered = self.pending[-1].client_input_id if self.pending else call_id
+            request_id = "ask-" + hashlib.sha256(f"{answered}\n{question}".encode()).hexdigest()[:32]
             return f"asked the owner: question {await self.ask(question, request_id)}"
         request = self.pending[-1].text if self.pending else ""
         return await self._act(call_id, name, arguments, request)

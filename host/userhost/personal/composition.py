@@ -20,7 +20,7 @@ from wuu.generated.models import TaskDeliveryReceipt
 from ..authority import Composer, Composition
 from ..storage.review_ledger.startup import require_migrated
 from .agent import Agent, MainAgentLoop
-from .approvals.execution import ActionExecutor, WorkerActions
+from .approvals.execution import ActionExecutor, ExecutionChoice, WorkerActions
 from .approvals.files import FilesRoot
 from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
@@ -57,7 +57,7 @@ def personal(
     agent: Agent | None = None,
     model: ModelAdapter | None = None,
     reviewer: Reviewer | None = None,
-    execution: Profile[ExecutionProfile] | None = None,
+    execution: ExecutionChoice | None = None,
     provider: ProviderFactory = sqlite_provider,
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
@@ -98,13 +98,25 @@ def personal(
             stored = files.stored()
             files.remove(sorted(set(stored) - await store.known_attachments(stored)))
             page_tokens = await asyncio.to_thread(PageTokens.of_state, host.layout.state)
+            thinking = model or StandInModel()
+            actions = WorkerActions(ActionExecutor(host.layout.files, session=main, profile=execution))
+            approvals = ApprovalService(
+                store.approval_ledger(),
+                FilesRoot(host.layout.files),
+                actions,
+                reviewer or Reviewer(thinking),
+                clock,
+                host.admit,
+                lambda card: plugin.invalidate(card.session_id, card.message_seq, "approvals"),
+            )
             loop = MainAgentLoop(
-                agent or StandInAgent(),
+                agent or ModelAgent(thinking),
                 store,
                 clock,
                 host.admit,
                 lambda *target: plugin.invalidate(*target),
                 board.ask_owner,
+                lambda call_id, tool, arguments, request: approvals.act(main, call_id, tool, arguments, request),
             )
             plugin = PersonalPlugin(
                 store=store,
@@ -116,8 +128,10 @@ def personal(
                 tasks=board,
                 attention=attention,
                 page_tokens=page_tokens,
+                approvals=approvals,
                 input_receipts=input_receipts,
             )
+            await approvals.start()
         except BaseException:
             await store.close()
             raise
@@ -129,7 +143,10 @@ def personal(
 
         async def close() -> None:
             attention.close()
-            await store.close()
+            try:
+                await actions.executor.close()
+            finally:
+                await store.close()
 
         return Composition([plugin.plugin()], close, PersonalServices(board, clock))
 

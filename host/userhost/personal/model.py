@@ -116,8 +116,9 @@ class StandInModel:
     an unclosed quote) and any other text is answered `Received: <text>` (`Received your attachments.` for
     an empty text), as the main agent always has.
 
-    A request whose tool call has been answered (a `tool` message follows the newest user message) is
-    answered with the last tool message's text and no new call.
+    A request whose tool call has been answered (a `tool` message follows the newest user message) gets no
+    new call: the answer is the last tool message's text when the host refused the call (it starts with
+    `refused`), else nothing (the card the call made speaks for itself in the conversation).
 
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
@@ -136,7 +137,7 @@ class StandInModel:
         results = [message.text for message in messages[users[-1] :] if message.role == "tool"]
         if results:
             # The request's call was answered: a stand-in that called again would loop an agent forever.
-            return ModelReply(results[-1])
+            return ModelReply(results[-1] if results[-1].startswith("refused") else "")
         if not tools:
             request = _review_request(newest)
             if request is not None:

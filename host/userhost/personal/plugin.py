@@ -38,6 +38,7 @@ from wuu.generated.models import (
     HostSessionAttachmentReadParams,
     HostSessionAttachmentReadResult,
     PluginClientInvalidateParams,
+    PluginInvalidationTopic,
     ReactionActor,
     UserHostErrorCode,
     UserInput,
@@ -240,21 +241,21 @@ class PersonalPlugin(ApprovalMethods, PersonalServer[PluginCall]):
             final_sha256=final,
         )
 
-    def invalidate(self, session_id: str, message_seq: int) -> None:
-        """Send the content-free `reactions` notice of a saved write (the owner's or the agent's); a failure
-        to send it never undoes the write."""
+    def invalidate(self, session_id: str, message_seq: int, topic: str = "reactions") -> None:
+        """Send the content-free notice of a saved write: a reaction (the owner's or the agent's), or a card
+        created or settled (`approvals`, the card's anchor). A failure to send it never undoes the write."""
         try:
             self.notify(
                 PluginClientInvalidateParams(
                     graph_generation=self.graph_generation(),
                     plugin_id=PLUGIN_ID,
-                    topic="reactions",
+                    topic=PluginInvalidationTopic(topic),
                     session_id=session_id,
                     message_seqs=[message_seq],
                 )
             )
         except Exception:
-            log.exception("the reactions notice failed; the reaction stays saved")
+            log.exception("the %s notice failed; the write stays saved", topic)
 
 
 def binding_digest(session_id: str, user_input: UserInput) -> str:

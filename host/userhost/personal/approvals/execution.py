@@ -26,9 +26,10 @@ import base64
 import logging
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -58,6 +59,8 @@ from wuu.host.errors import EnvironmentUnavailable, ProfileError
 from wuu.host.profiles import Profile, parse
 from wuu.worker.client import ConnectionLost, ProtocolViolation, ReplyError, WorkerClient
 from wuu.worker.errors import CleanupFailed, split_error
+
+from .service import Execution
 
 log = logging.getLogger("wuu.host.userhost.personal.approvals")
 
@@ -110,6 +113,8 @@ class Unknown:
     reason: str
 
 
+ExecutionChoice = Profile[ExecutionProfile]
+"""The execution profile approved actions run in, as the Personal composition is given it."""
 Outcome = Completed | Refused | Unavailable | Unknown
 """What became of one call."""
 
@@ -337,3 +342,51 @@ def _process_outcome(
     return Completed(
         ToolResult(output=text, is_error=is_error, metadata=record.to_wire()), record, process_id
     )
+
+
+class WorkerActions:
+    """The approval service's executor on an `ActionExecutor`: an action's wire JSON in, its `Execution` out,
+    and the command lines of the interactive processes it started."""
+
+    def __init__(self, executor: ActionExecutor) -> None:
+        self.executor = executor
+        self._argv: dict[str, list[str]] = {}
+
+    async def run(self, action: Mapping[str, Any]) -> Execution:
+        tool = action["tool"]
+        call_id = f"call_{secrets.token_hex(12)}"
+        outcome: Outcome
+        if tool == "write_file":
+            arguments = {key: action[key] for key in ("path", "content", "create_dirs")}
+            outcome = await self.executor.write_file(WriteFileArguments.model_validate(arguments), call_id)
+        elif tool == "edit_file":
+            arguments = {key: action[key] for key in ("path", "old_string", "new_string", "replace_all")}
+            outcome = await self.executor.edit_file(EditFileArguments.model_validate(arguments), call_id)
+        elif tool == "exec_command":
+            arguments = {key: action[key] for key in ("argv", "cwd", "env", "timeout_ms")}
+            outcome = await self.executor.exec_command(ExecCommandArguments.model_validate(arguments), call_id)
+        elif tool == "process_start":
+            outcome = await self.executor.process_start(list(action["argv"]), cwd=action["cwd"], env=action["env"])
+            if isinstance(outcome, Completed) and outcome.process_id is not None:
+                self._argv[outcome.process_id] = list(action["argv"])
+        else:
+            outcome = await self.executor.process_write(action["process_id"], action["data"])
+        return _execution(outcome)
+
+    def process_argv(self, process_id: str) -> Sequence[str] | None:
+        if not self.executor.knows_process(process_id):
+            self._argv.pop(process_id, None)
+            return None
+        return self._argv.get(process_id)
+
+
+def _execution(outcome: Outcome) -> Execution:
+    """What the approval service records of an outcome: nothing ran unless the worker completed the call."""
+    if isinstance(outcome, Completed):
+        result = outcome.result
+        return Execution("failed" if result.is_error else "succeeded", result.output, outcome.exit_code)
+    if isinstance(outcome, Refused):
+        return Execution("failed", f"the worker refused it: {outcome.message}", error_code=outcome.code)
+    if isinstance(outcome, Unavailable):
+        return Execution("failed", f"it did not run: {outcome.reason}")
+    return Execution("unknown", f"its outcome is unknown: {outcome.reason}")

@@ -73,7 +73,7 @@ class Existing:
 
     size: int
     sha256: str
-    """`sha256:` and the hex digest of the whole content."""
+    """The hex SHA-256 digest of the whole content."""
     device: int
     inode: int
 
@@ -131,7 +131,7 @@ class FilesRoot:
 
     def inspect(self, path: str) -> Target:
         """The target of a file action at `path`; TargetRefused when the action may not touch it."""
-        parts = _components(path)
+        parts = components(path)
         if parts[0] in PROTECTED:
             raise TargetRefused("protected_path", f"{path!r} is in {parts[0]}/, which the host manages")
         absolute = self.root.joinpath(*parts)
@@ -152,7 +152,7 @@ class FilesRoot:
         return again.existing == target.existing
 
 
-def _components(path: str) -> list[str]:
+def components(path: str) -> list[str]:
     """The components of a clean relative POSIX path; TargetRefused otherwise."""
     if not path or "\0" in path or len(path.encode("utf-8", "surrogatepass")) > PATH_LIMIT:
         raise TargetRefused("invalid_action", f"the path {path!r} is empty, too long or holds a NUL")
@@ -233,7 +233,7 @@ def _read_file(directory: int, name: str, path: str) -> tuple[Existing | None, O
                 head += chunk[: ORIGINAL_LIMIT + 1 - len(head)]
     finally:
         os.close(opened)
-    sha256 = f"sha256:{digest.hexdigest()}"
+    sha256 = digest.hexdigest()
     return Existing(size, sha256, info.st_dev, info.st_ino), _original(bytes(head), size, sha256)
 
 

@@ -50,6 +50,10 @@ class ApprovalLedger(Protocol):
         """Save a waiting card and its history anchor, or find the card the same tool call already made:
         (the card, whether it existed)."""
 
+    async def by_call(self, session_id: str, call_id: str, action: Mapping[str, Any]) -> StoredCard | None:
+        """The card an agent's tool call already made (its receipt once settled), or None; RequestIdConflict
+        when that call made another action."""
+
     async def card(self, card_id: str) -> StoredCard:
         """One card with its precondition and request."""
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from wuu.generated.models import (
     ApprovalCard,
@@ -42,6 +42,7 @@ RECEIPT_TEXT_LIMIT = 4096
 """The most characters of a tool's output a receipt keeps."""
 LIST_LIMIT = 100
 """The most waiting cards one `approvals.list` returns."""
+ACTIONS: TypeAdapter[PersonalAction] = TypeAdapter(PersonalAction)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,9 @@ class ApprovalService:
         same call gets the card it already has (its receipt once settled). ActionRefused when the action may
         not run here."""
         wire = action.model_dump(mode="json")
+        made = await self._ledger.by_call(session_id, call_id, wire)
+        if made is not None:
+            return made.card
         try:
             described = await self._describe(wire)
         except TargetRefused as refused:
@@ -150,7 +154,7 @@ class ApprovalService:
     ) -> str:
         """An agent's tool call proposed as an action; what its model is told became of it."""
         try:
-            action = PersonalAction.model_validate({**arguments, "tool": tool})
+            action = ACTIONS.validate_python({**arguments, "tool": tool})
         except ValidationError as error:
             return f"refused (invalid_action): {_first_problem(error)}"
         try:
@@ -330,7 +334,7 @@ class ApprovalService:
     async def _changed_since(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
         """Why an approved card may no longer run, or None."""
         card = stored.card
-        if card.expires_at is not None and card.expires_at <= self._clock():
+        if card.expires_at is not None and datetime.fromisoformat(card.expires_at) <= self._clock():
             return ApprovalStatus.EXPIRED, "its time ran out"
         action = card.action.model_dump(mode="json")
         try:

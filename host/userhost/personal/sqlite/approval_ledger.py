@@ -25,6 +25,9 @@ class SqliteApprovalLedger:
         main = self.main_session_id
         return await self.database.write(lambda c: approvals.create(c, main, card_id, new, now))
 
+    async def by_call(self, session_id: str, call_id: str, action: Mapping[str, Any]) -> StoredCard | None:
+        return await self.database.read(lambda c: approvals.by_call(c, session_id, call_id, action))
+
     async def card(self, card_id: str) -> StoredCard:
         return await self.database.read(lambda c: approvals.card(c, card_id))
 

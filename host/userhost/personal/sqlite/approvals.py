@@ -82,21 +82,29 @@ def card(connection: sqlite3.Connection, card_id: str) -> StoredCard:
     return StoredCard(_card(row), orjson.loads(extra[0]), extra[1])
 
 
+def by_call(
+    connection: sqlite3.Connection, session_id: str, call_id: str, action: Mapping[str, Any]
+) -> StoredCard | None:
+    """The card a tool call already made, or None. RequestIdConflict when the call made another action."""
+    found = connection.execute(
+        "SELECT card_id, action FROM approval_cards WHERE session_id = ? AND call_id = ?", (session_id, call_id)
+    ).fetchone()
+    if found is None:
+        return None
+    if found[1] != _json(action):
+        raise RequestIdConflict(f"tool call {call_id} was already made with another action")
+    return card(connection, found[0])
+
+
 def create(
     connection: sqlite3.Connection, main: str, card_id: str, new: NewCard, now: datetime
 ) -> tuple[StoredCard, bool]:
-    """Save a waiting card and its anchor message in the main conversation; with the card, whether it was
-    already saved: a retry of the same tool call finds its card (and, once settled, its receipt).
-    RequestIdConflict when the call ID was used for another action."""
+    """Save a waiting card and its anchor message in the main conversation; with the card, whether the same
+    tool call had already saved it (`by_call`)."""
     sessions.require(connection, new.session_id, main)
-    found = connection.execute(
-        "SELECT card_id, digest FROM approval_cards WHERE session_id = ? AND call_id = ?",
-        (new.session_id, new.call_id),
-    ).fetchone()
+    found = by_call(connection, new.session_id, new.call_id, new.action)
     if found is not None:
-        if found[1] != new.digest:
-            raise RequestIdConflict(f"tool call {new.call_id} was already made with another action")
-        return card(connection, found[0]), True
+        return found, True
     seq = append_message(connection, new.session_id, "assistant", new.summary, now, indexed=True)
     connection.execute(
         "UPDATE messages SET approval_id = ? WHERE session_id = ? AND seq = ?", (card_id, new.session_id, seq)

@@ -16,7 +16,7 @@ VISIBLE = "m.kind = 'text' AND m.hidden = 0"
 """The public conversation projection: visible text, never hidden reasoning or execution-tool records."""
 MESSAGE_COLUMNS = (
     "m.id, m.seq, m.role, m.kind, m.hidden, m.truncated, m.read_only, m.background, m.text, m.created_at, "
-    "m.question_id, s.kind"
+    "m.question_id, s.kind, m.approval_id"
 )
 """The columns of a message row (`m`, joined with its session `s`) as `message` and the history read them."""
 

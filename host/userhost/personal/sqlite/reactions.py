@@ -174,7 +174,7 @@ def eligible(row: Sequence[Any], actor: ReactionActor) -> bool:
     """Whether the actor may react to the message (a row of MESSAGE_COLUMNS): the owner to a saved assistant
     message, the agent to a saved original user message, of the main conversation, neither hidden,
     truncated, read-only nor background."""
-    _, _, role, kind, hidden, truncated, read_only, background, _, _, _, session_kind = row
+    _, _, role, kind, hidden, truncated, read_only, background, _, _, _, session_kind, _ = row
     wanted = "assistant" if actor is ReactionActor.OWNER else "user"
     plain = kind == "text" and not (hidden or truncated or read_only or background)
     return role == wanted and plain and session_kind == "main"

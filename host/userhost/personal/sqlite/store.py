@@ -24,7 +24,9 @@ from ..provider import (
     Submission,
     TaskLedger,
 )
+from ..approvals.ledger import ApprovalLedger
 from . import admission, history, reactions, sessions
+from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .ledger import SqliteTaskLedger
 from .messages import append_assistant
@@ -58,6 +60,9 @@ class SqliteSessionDomain:
 
     def task_ledger(self) -> TaskLedger:
         return SqliteTaskLedger(self.database, self.main_session_id)
+
+    def approval_ledger(self) -> ApprovalLedger:
+        return SqliteApprovalLedger(self.database, self.main_session_id)
 
     # --- sessions --------------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ def test_a_missing_file_is_a_missing_target(root: FilesRoot) -> None:
 def test_a_text_original_is_previewed_whole(root: FilesRoot) -> None:
     (root.root / "notes").mkdir()
     (root.root / "notes" / "todo.txt").write_text("buy milk\n")
-    digest = "sha256:" + hashlib.sha256(b"buy milk\n").hexdigest()
+    digest = hashlib.sha256(b"buy milk\n").hexdigest()
     target = root.inspect("notes/todo.txt")
     assert target.original.as_json() == {"state": "text", "text": "buy milk\n", "size": 9, "sha256": digest}
     assert target.precondition() == {"state": "file", "size": 9, "sha256": digest}
