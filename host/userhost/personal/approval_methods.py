@@ -70,11 +70,14 @@ class ApprovalMethods:
             cards = await self.approvals.listed(session_id, params.card_ids)
         return ApprovalsListResult(cards=cards)
 
-    async def approvals_decide(self, params: ApprovalsDecideParams, call: PluginCall) -> ApprovalsDecideResult:
+    async def approvals_decide(
+        self, params: ApprovalsDecideParams, call: PluginCall
+    ) -> ApprovalsDecideResult:
         session_id = await self._main(params.session_id)
         if call.revoked.is_set():
             raise UserHostError(
-                UserHostErrorCode.CANCELLED, "an approval needs the owner's live call, and this one was revoked"
+                UserHostErrorCode.CANCELLED,
+                "an approval needs the owner's live call, and this one was revoked",
             )
         with refusals_as_wire_errors():
             card = await durably(
@@ -146,6 +149,8 @@ class ApprovalMethods:
     ) -> ApprovalsReviewSetResult:
         with refusals_as_wire_errors():
             settings = await durably(
-                self.approvals.set_review(params.automatic_review, params.expected_revision, params.request_id)
+                self.approvals.set_review(
+                    params.automatic_review, params.expected_revision, params.request_id
+                )
             )
         return ApprovalsReviewSetResult(settings=settings)

@@ -25,13 +25,13 @@ from .approvals.files import FilesRoot
 from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .model import ModelAdapter, StandInModel
+from .model_agent import ModelAgent
 from .page_tokens import PageTokens
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
-from .sqlite.store import SqliteSessionDomain
-from .model import ModelAdapter, StandInModel
-from .model_agent import ModelAgent
 from .reviewer import Reviewer
+from .sqlite.store import SqliteSessionDomain
 from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 
 if TYPE_CHECKING:
@@ -116,7 +116,9 @@ def personal(
                 host.admit,
                 lambda *target: plugin.invalidate(*target),
                 board.ask_owner,
-                lambda call_id, tool, arguments, request: approvals.act(main, call_id, tool, arguments, request),
+                lambda call_id, tool, arguments, request: approvals.act(
+                    main, call_id, tool, arguments, request
+                ),
             )
             plugin = PersonalPlugin(
                 store=store,

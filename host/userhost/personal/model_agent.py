@@ -20,10 +20,19 @@ from .agent import ASK_OWNER, AgentStep
 from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
 
 ACTION_TOOLS = {
-    "write_file": ("WriteFileAction", "Replace a file's content in the owner's files (asks the owner first)."),
-    "edit_file": ("EditFileAction", "Replace exact text in a file of the owner's files (asks the owner first)."),
+    "write_file": (
+        "WriteFileAction",
+        "Replace a file's content in the owner's files (asks the owner first).",
+    ),
+    "edit_file": (
+        "EditFileAction",
+        "Replace exact text in a file of the owner's files (asks the owner first).",
+    ),
     "exec_command": ("ExecCommandAction", "Run a command to completion in the owner's files (asks first)."),
-    "process_start": ("ProcessStartAction", "Start an interactive process (asks first; its input asks again)."),
+    "process_start": (
+        "ProcessStartAction",
+        "Start an interactive process (asks first; its input asks again).",
+    ),
     "process_write": ("ProcessWriteAction", "Send input to an interactive process (asks first)."),
 }
 """The action tools, their spec defs and what the model is told of each."""

@@ -55,7 +55,7 @@ from .attention import AttentionService
 from .durably import durably
 from .page_tokens import PageTokens
 from .provider import Admission, SessionDomain, Submission
-from .sqlite.messages import micros
+from .stamps import micros
 from .tasks import TaskBoard
 from .wire_errors import refusals_as_wire_errors
 

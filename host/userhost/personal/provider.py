@@ -30,7 +30,7 @@ from wuu.generated.models import (
     UserQuestionStatus,
 )
 
-from .approvals.ledger import ApprovalLedger
+from .approval_ledger import ApprovalLedger
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,11 @@ class Described:
     def digest(self) -> str:
         """The card's digest: the action, its resolved command and its precondition."""
         return digest(
-            {"action": dict(self.action), "resolved_command": self.resolved_command, "precondition": self.precondition}
+            {
+                "action": dict(self.action),
+                "resolved_command": self.resolved_command,
+                "precondition": self.precondition,
+            }
         )
 
 
@@ -52,7 +56,12 @@ def describe(action: Mapping[str, Any], files: FilesRoot, process_argv: Sequence
     return Described(
         action,
         {"process_id": action["process_id"], "argv": list(process_argv)},
-        {"kind": "process_write", "process_id": action["process_id"], "argv": list(process_argv), "data": data},
+        {
+            "kind": "process_write",
+            "process_id": action["process_id"],
+            "argv": list(process_argv),
+            "data": data,
+        },
         f"Send {len(data.encode())} bytes of input to process {action['process_id']}",
         None,
     )
@@ -61,7 +70,12 @@ def describe(action: Mapping[str, Any], files: FilesRoot, process_argv: Sequence
 def _file(action: Mapping[str, Any], files: FilesRoot) -> Described:
     target = files.inspect(action["path"])
     path = action["path"]
-    preview: dict[str, Any] = {"kind": "file", "path": path, "operation": action["tool"], "original": target.original.as_json()}
+    preview: dict[str, Any] = {
+        "kind": "file",
+        "path": path,
+        "operation": action["tool"],
+        "original": target.original.as_json(),
+    }
     if action["tool"] == "write_file":
         preview["content"] = action["content"]
         size = len(action["content"].encode())

@@ -364,9 +364,13 @@ class WorkerActions:
             outcome = await self.executor.edit_file(EditFileArguments.model_validate(arguments), call_id)
         elif tool == "exec_command":
             arguments = {key: action[key] for key in ("argv", "cwd", "env", "timeout_ms")}
-            outcome = await self.executor.exec_command(ExecCommandArguments.model_validate(arguments), call_id)
+            outcome = await self.executor.exec_command(
+                ExecCommandArguments.model_validate(arguments), call_id
+            )
         elif tool == "process_start":
-            outcome = await self.executor.process_start(list(action["argv"]), cwd=action["cwd"], env=action["env"])
+            outcome = await self.executor.process_start(
+                list(action["argv"]), cwd=action["cwd"], env=action["env"]
+            )
             if isinstance(outcome, Completed) and outcome.process_id is not None:
                 self._argv[outcome.process_id] = list(action["argv"])
         else:

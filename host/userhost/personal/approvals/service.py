@@ -30,12 +30,12 @@ from wuu.generated.models import (
     RulePreview,
 )
 
+from ..approval_ledger import ApprovalLedger, NewCard, StoredCard
 from ..refusals import StaleRevision
-from ..sqlite.messages import rfc3339
 from ..reviewer import Reviewer
+from ..stamps import rfc3339
 from .actions import Described, describe
 from .files import FilesRoot, TargetRefused
-from .ledger import ApprovalLedger, NewCard, StoredCard
 from .policy import RuleMatch, by_rules, expires_at, rule_match, rule_still_allows
 
 RECEIPT_TEXT_LIMIT = 4096
@@ -125,10 +125,7 @@ class ApprovalService:
         made = await self._ledger.by_call(session_id, call_id, wire)
         if made is not None:
             return made.card
-        try:
-            described = await self._describe(wire)
-        except TargetRefused as refused:
-            raise ActionRefused(refused.code, str(refused)) from None
+        described = await self._describe(wire)
         now = self._clock()
         new = NewCard(
             session_id=session_id,
@@ -178,9 +175,16 @@ class ApprovalService:
         review = await self._reviewer.review(stored.request_text, action, card.summary)
         reviewed = {"verdict": review.verdict, "reason": review.reason, "reviewed_at": rfc3339(self._clock())}
         if review.verdict == "allow":
-            return await self._approve(card, {"by": "review", "verdict": "allow", "reason": review.reason}, reviewed)
+            return await self._approve(
+                card, {"by": "review", "verdict": "allow", "reason": review.reason}, reviewed
+            )
         if review.verdict == "deny":
-            decision = {"by": "review", "verdict": "deny", "reason": review.reason, "decided_at": reviewed["reviewed_at"]}
+            decision = {
+                "by": "review",
+                "verdict": "deny",
+                "reason": review.reason,
+                "decided_at": reviewed["reviewed_at"],
+            }
             moved = await self._ledger.move(
                 card.card_id,
                 ApprovalStatus.DENIED,
@@ -198,7 +202,11 @@ class ApprovalService:
     ) -> ApprovalCard:
         now = self._clock()
         moved = await self._ledger.move(
-            card.card_id, ApprovalStatus.APPROVED, now, decision={**decision, "decided_at": rfc3339(now)}, review=review
+            card.card_id,
+            ApprovalStatus.APPROVED,
+            now,
+            decision={**decision, "decided_at": rfc3339(now)},
+            review=review,
         )
         if moved is None:
             return card
@@ -261,19 +269,35 @@ class ApprovalService:
             await self._ledger.listed(session_id, [card_id], 1)  # not_found, as for any unknown card
         match = self._match(card)
         if match.digest != preview_digest:
-            raise StaleRevision(f"the preview of card {card_id} has digest {match.digest}, not {preview_digest}")
+            raise StaleRevision(
+                f"the preview of card {card_id} has digest {match.digest}, not {preview_digest}"
+            )
         return await self._ledger.save_rule(
-            f"rule_{secrets.token_hex(16)}", card_id, match.kind, match.match, match.digest, mode, request_id, self._clock()
+            f"rule_{secrets.token_hex(16)}",
+            card_id,
+            match.kind,
+            match.match,
+            match.digest,
+            mode,
+            request_id,
+            self._clock(),
         )
 
     async def rules(self) -> list[ApprovalRule]:
         return await self._ledger.rules()
 
     async def update_rule(
-        self, rule_id: str, expected_revision: int, mode: ApprovalRuleMode | None, paused: bool | None, request_id: str
+        self,
+        rule_id: str,
+        expected_revision: int,
+        mode: ApprovalRuleMode | None,
+        paused: bool | None,
+        request_id: str,
     ) -> ApprovalRule:
         """Change a rule: checked again before any effect it allowed starts; no waiting card is decided."""
-        return await self._ledger.update_rule(rule_id, expected_revision, mode, paused, request_id, self._clock())
+        return await self._ledger.update_rule(
+            rule_id, expected_revision, mode, paused, request_id, self._clock()
+        )
 
     async def delete_rule(self, rule_id: str, expected_revision: int, request_id: str) -> str:
         """Delete a rule: work it allowed that has not started will not start; done work is not undone."""
@@ -282,7 +306,9 @@ class ApprovalService:
     async def review_settings(self) -> ReviewSettings:
         return await self._ledger.review_settings()
 
-    async def set_review(self, automatic_review: bool, expected_revision: int, request_id: str) -> ReviewSettings:
+    async def set_review(
+        self, automatic_review: bool, expected_revision: int, request_id: str
+    ) -> ReviewSettings:
         return await self._ledger.set_review(automatic_review, expected_revision, request_id, self._clock())
 
     # --- execution ---------------------------------------------------------------------------------
@@ -298,7 +324,9 @@ class ApprovalService:
             if problem is not None:
                 status, text = problem
                 self._told(
-                    await self._ledger.move(card_id, status, self._clock(), outcome=f"Not done: {card.summary}: {text}")
+                    await self._ledger.move(
+                        card_id, status, self._clock(), outcome=f"Not done: {card.summary}: {text}"
+                    )
                 )
                 return
             claimed = await self._ledger.move(card_id, ApprovalStatus.RUNNING, self._clock())
@@ -327,7 +355,11 @@ class ApprovalService:
             headline = {"succeeded": "Done", "failed": "Failed", "unknown": "Outcome unknown"}[result.outcome]
             self._told(
                 await self._ledger.move(
-                    card_id, ApprovalStatus(result.outcome), finished, receipt=receipt, outcome=f"{headline}: {card.summary}"
+                    card_id,
+                    ApprovalStatus(result.outcome),
+                    finished,
+                    receipt=receipt,
+                    outcome=f"{headline}: {card.summary}",
                 )
             )
 
@@ -339,7 +371,7 @@ class ApprovalService:
         action = card.action.model_dump(mode="json")
         try:
             described = await self._describe(action)
-        except TargetRefused as refused:
+        except ActionRefused as refused:
             return ApprovalStatus.STALE, str(refused)
         if described.digest != card.digest:
             return ApprovalStatus.STALE, "the file or command changed since the card was made"
@@ -357,20 +389,27 @@ class ApprovalService:
     # --- helpers ------------------------------------------------------------------------------------
 
     async def _describe(self, action: Mapping[str, Any]) -> Described:
-        """The card's view of the action as things are now. TargetRefused."""
+        """The card's view of the action as things are now. ActionRefused."""
         argv: Sequence[str] = ()
         if action["tool"] == "process_write":
             found = self._executor.process_argv(action["process_id"])
             if found is None:
-                raise TargetRefused("unknown_process", f"no interactive process {action['process_id']} is running")
+                raise ActionRefused(
+                    "unknown_process", f"no interactive process {action['process_id']} is running"
+                )
             argv = found
-        return await asyncio.to_thread(describe, action, self._files, argv)
+        try:
+            return await asyncio.to_thread(describe, action, self._files, argv)
+        except TargetRefused as refused:
+            raise ActionRefused(refused.code, str(refused)) from None
 
     async def _expire(self) -> None:
         for card in await self._ledger.expire(self._clock()):
             self._changed(card)
 
-    async def _current(self, session_id: str, card_id: str, digest: str, expected_revision: int) -> ApprovalCard:
+    async def _current(
+        self, session_id: str, card_id: str, digest: str, expected_revision: int
+    ) -> ApprovalCard:
         [card] = await self._ledger.listed(session_id, [card_id], 1)
         if card.digest != digest or card.revision != expected_revision:
             raise StaleRevision(

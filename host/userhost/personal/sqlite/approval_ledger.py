@@ -9,7 +9,7 @@ from typing import Any
 
 from wuu.generated.models import ApprovalCard, ApprovalRule, ApprovalRuleMode, ApprovalStatus, ReviewSettings
 
-from ..approvals.ledger import NewCard, StoredCard
+from ..approval_ledger import NewCard, StoredCard
 from . import approvals, rules
 from .database import Database
 
@@ -117,7 +117,9 @@ class SqliteApprovalLedger:
         )
 
     async def delete_rule(self, rule_id: str, expected_revision: int, request_id: str, now: datetime) -> str:
-        return await self.database.write(lambda c: rules.delete(c, rule_id, expected_revision, request_id, now))
+        return await self.database.write(
+            lambda c: rules.delete(c, rule_id, expected_revision, request_id, now)
+        )
 
     async def review_settings(self) -> ReviewSettings:
         return await self.database.read(rules.settings)
@@ -125,4 +127,6 @@ class SqliteApprovalLedger:
     async def set_review(
         self, automatic_review: bool, expected_revision: int, request_id: str, now: datetime
     ) -> ReviewSettings:
-        return await self.database.write(lambda c: rules.set_review(c, automatic_review, expected_revision, request_id, now))
+        return await self.database.write(
+            lambda c: rules.set_review(c, automatic_review, expected_revision, request_id, now)
+        )

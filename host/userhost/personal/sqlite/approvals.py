@@ -18,10 +18,11 @@ import orjson
 
 from wuu.generated.models import ApprovalCard, ApprovalStatus
 
-from ..approvals.ledger import NewCard, StoredCard
+from ..approval_ledger import NewCard, StoredCard
 from ..refusals import CardNotFound, RequestIdConflict, StaleRevision
+from ..stamps import rfc3339
 from . import requests, sessions
-from .messages import append_message, rfc3339
+from .messages import append_message
 
 CARD_COLUMNS = (
     "card_id, session_id, message_seq, source, task_id, action, digest, preview, summary, status, revision, "
@@ -87,7 +88,8 @@ def by_call(
 ) -> StoredCard | None:
     """The card a tool call already made, or None. RequestIdConflict when the call made another action."""
     found = connection.execute(
-        "SELECT card_id, action FROM approval_cards WHERE session_id = ? AND call_id = ?", (session_id, call_id)
+        "SELECT card_id, action FROM approval_cards WHERE session_id = ? AND call_id = ?",
+        (session_id, call_id),
     ).fetchone()
     if found is None:
         return None
@@ -185,13 +187,23 @@ def move(
         "UPDATE approval_cards SET status = ?, revision = revision + 1, updated_at = ?, "
         "decision = coalesce(?, decision), review = coalesce(?, review), receipt = coalesce(?, receipt), "
         "claimed_at = CASE WHEN ? THEN ? ELSE claimed_at END WHERE card_id = ?",
-        (to.value, stamp, _json(decision), _json(review), _json(receipt), to == ApprovalStatus.RUNNING, stamp,
-         card_id),
+        (
+            to.value,
+            stamp,
+            _json(decision),
+            _json(review),
+            _json(receipt),
+            to == ApprovalStatus.RUNNING,
+            stamp,
+            card_id,
+        ),
     )
     return _card(_row(connection, card_id))
 
 
-def record_review(connection: sqlite3.Connection, card_id: str, review: Mapping[str, Any], now: datetime) -> None:
+def record_review(
+    connection: sqlite3.Connection, card_id: str, review: Mapping[str, Any], now: datetime
+) -> None:
     """Save the automatic review's outcome on a card that stays waiting for its owner."""
     connection.execute(
         "UPDATE approval_cards SET review = ?, revision = revision + 1, updated_at = ? "

@@ -24,8 +24,9 @@ from wuu.generated.models import (
 
 from ..provider import ReactionChange, ReactionWrite
 from ..refusals import NotReactionTarget, RequestIdConflict, StaleRevision
+from ..stamps import rfc3339
 from . import sessions
-from .messages import message, rfc3339
+from .messages import message
 
 UNSEEN_LOCATORS = 1024
 """Reaction locators kept for the agent's next step; older unseen ones are superseded by newer ones."""

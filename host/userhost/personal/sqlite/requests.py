@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from ..refusals import RequestIdConflict
-from .messages import rfc3339
+from ..stamps import rfc3339
 
 
 def _digest(method: str, params: Mapping[str, Any]) -> str:
@@ -21,7 +21,9 @@ def _digest(method: str, params: Mapping[str, Any]) -> str:
     return hashlib.sha256(encoded).hexdigest()
 
 
-def replayed(connection: sqlite3.Connection, request_id: str, method: str, params: Mapping[str, Any]) -> str | None:
+def replayed(
+    connection: sqlite3.Connection, request_id: str, method: str, params: Mapping[str, Any]
+) -> str | None:
     """The target (a card or rule ID) of the saved write this request retries, or None when the request ID is
     new. RequestIdConflict when the request ID was used for another write."""
     row = connection.execute(

@@ -14,8 +14,8 @@ import orjson
 from wuu.generated.models import ApprovalRule, ApprovalRuleMode, ReviewSettings
 
 from ..refusals import RuleNotFound, StaleRevision
+from ..stamps import rfc3339
 from . import requests
-from .messages import rfc3339
 
 RULE_COLUMNS = "rule_id, kind, match, mode, paused, revision, created_at, updated_at, source_card_id"
 
@@ -39,7 +39,9 @@ def _rule(row: Sequence[Any]) -> ApprovalRule:
 
 def rule(connection: sqlite3.Connection, rule_id: str) -> ApprovalRule:
     """The rule. RuleNotFound."""
-    row = connection.execute(f"SELECT {RULE_COLUMNS} FROM approval_rules WHERE rule_id = ?", (rule_id,)).fetchone()
+    row = connection.execute(
+        f"SELECT {RULE_COLUMNS} FROM approval_rules WHERE rule_id = ?", (rule_id,)
+    ).fetchone()
     if row is None:
         raise RuleNotFound(f"no rule {rule_id}")
     return _rule(row)
@@ -47,7 +49,9 @@ def rule(connection: sqlite3.Connection, rule_id: str) -> ApprovalRule:
 
 def rules(connection: sqlite3.Connection) -> list[ApprovalRule]:
     """Every rule of the space, oldest first."""
-    rows = connection.execute(f"SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, rule_id").fetchall()
+    rows = connection.execute(
+        f"SELECT {RULE_COLUMNS} FROM approval_rules ORDER BY created_at, rule_id"
+    ).fetchall()
     return [_rule(row) for row in rows]
 
 
@@ -69,7 +73,9 @@ def save(
     if saved is not None:
         return rule(connection, saved)
     stamp = rfc3339(now)
-    found = connection.execute("SELECT rule_id FROM approval_rules WHERE match_digest = ?", (match_digest,)).fetchone()
+    found = connection.execute(
+        "SELECT rule_id FROM approval_rules WHERE match_digest = ?", (match_digest,)
+    ).fetchone()
     if found is None:
         connection.execute(
             "INSERT INTO approval_rules (rule_id, kind, match, match_digest, mode, paused, revision, created_at, "
@@ -157,7 +163,11 @@ def settings(connection: sqlite3.Connection) -> ReviewSettings:
 
 
 def set_review(
-    connection: sqlite3.Connection, automatic_review: bool, expected_revision: int, request_id: str, now: datetime
+    connection: sqlite3.Connection,
+    automatic_review: bool,
+    expected_revision: int,
+    request_id: str,
+    now: datetime,
 ) -> ReviewSettings:
     """The owner's explicit choice of automatic review. StaleRevision."""
     params = {"automatic_review": automatic_review, "expected_revision": expected_revision}
@@ -165,9 +175,7 @@ def set_review(
         return settings(connection)
     current = settings(connection)
     if current.revision != expected_revision:
-        raise StaleRevision(
-            f"the review setting is at revision {current.revision}, not {expected_revision}"
-        )
+        raise StaleRevision(f"the review setting is at revision {current.revision}, not {expected_revision}")
     connection.execute(
         "INSERT INTO review_settings (id, automatic_review, revision, updated_at) VALUES (1, ?, 1, ?) "
         "ON CONFLICT (id) DO UPDATE SET automatic_review = excluded.automatic_review, "

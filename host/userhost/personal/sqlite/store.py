@@ -15,6 +15,7 @@ from pathlib import Path
 
 from wuu.generated.models import HistoryMessage, InputReceipt, MessageReactionSnapshot, ReactionActor
 
+from ..approval_ledger import ApprovalLedger
 from ..provider import (
     Admission,
     ContextMessage,
@@ -24,7 +25,6 @@ from ..provider import (
     Submission,
     TaskLedger,
 )
-from ..approvals.ledger import ApprovalLedger
 from . import admission, history, reactions, sessions
 from .approval_ledger import SqliteApprovalLedger
 from .database import Database

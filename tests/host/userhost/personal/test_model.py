@@ -172,7 +172,10 @@ async def test_the_stand_in_calls_once_per_request() -> None:
     ]
     reply = await StandInModel().complete(messages, tools=ACTION_TOOLS, deadline=soon())
     assert (reply.text, reply.tool_calls) == ("", ())
-    refused = [*messages[:2], ChatMessage("tool", "refused (symlink): 'a.txt' is a symbolic link", tool_call_id="call_1")]
+    refused = [
+        *messages[:2],
+        ChatMessage("tool", "refused (symlink): 'a.txt' is a symbolic link", tool_call_id="call_1"),
+    ]
     reply = await StandInModel().complete(refused, tools=ACTION_TOOLS, deadline=soon())
     assert (reply.text, reply.tool_calls) == ("refused (symlink): 'a.txt' is a symbolic link", ())
 

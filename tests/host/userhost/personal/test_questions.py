@@ -165,7 +165,9 @@ async def test_ask_end_to_end_the_answer_updates_the_original_task_and_opens_no_
             "attachments": [],
         },
     ]
-    ask_request = "ask-" + hashlib.sha256(b"in-1\nWhich city?").hexdigest()[:32]  # the stand-in's task dispatch
+    ask_request = (
+        "ask-" + hashlib.sha256(b"in-1\nWhich city?").hexdigest()[:32]
+    )  # the stand-in's task dispatch
     ((task_id, task_session),) = space.rows(
         "SELECT task_id, session_id FROM tasks WHERE request_id = ?", ask_request
     )

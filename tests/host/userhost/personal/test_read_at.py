@@ -40,9 +40,9 @@ from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import (
     AgentStep,
     ContextMessage,
+    ModelAgent,
     ModelContext,
     PersonalPlugin,
-    ModelAgent,
     StandInModel,
     personal,
 )

@@ -20,7 +20,9 @@ WRITE = {"tool": "write_file", "path": "notes/todo.txt", "content": "milk\n", "c
 RUN = {"tool": "exec_command", "argv": ["ls", "-l"], "cwd": ".", "env": {}, "timeout_ms": 1000}
 
 
-def rule(rule_id: str, match: Any, *, kind: str = "file", mode: str = "automatic", paused: bool = False) -> ApprovalRule:
+def rule(
+    rule_id: str, match: Any, *, kind: str = "file", mode: str = "automatic", paused: bool = False
+) -> ApprovalRule:
     return ApprovalRule.model_validate(
         {
             "rule_id": rule_id,
@@ -48,7 +50,13 @@ def test_a_file_rule_matches_only_the_same_operation_at_the_exact_path() -> None
     for other in (
         {**WRITE, "path": "notes/todo.txt.bak"},
         {**WRITE, "path": "notes"},
-        {"tool": "edit_file", "path": "notes/todo.txt", "old_string": "a", "new_string": "b", "replace_all": False},
+        {
+            "tool": "edit_file",
+            "path": "notes/todo.txt",
+            "old_string": "a",
+            "new_string": "b",
+            "replace_all": False,
+        },
     ):
         assert by_rules(saved, rule_match(other, None)).automatic is None, other
     # Content is not part of a file rule: future content changes at that path and operation are permitted.
@@ -81,7 +89,10 @@ def test_asking_first_takes_precedence_and_paused_rules_do_nothing() -> None:
 
 
 def test_interactive_processes_and_their_input_are_never_ruled() -> None:
-    assert rule_match({"tool": "process_start", "argv": ["python3"], "cwd": ".", "env": {}}, "/usr/bin/python3") is None
+    assert (
+        rule_match({"tool": "process_start", "argv": ["python3"], "cwd": ".", "env": {}}, "/usr/bin/python3")
+        is None
+    )
     assert rule_match({"tool": "process_write", "process_id": "proc_1", "data": "x\n"}, None) is None
 
 

@@ -52,14 +52,27 @@ class Space:
             count += 1
         return count
 
-    async def propose(self, action: dict[str, Any], request: str = "", call_id: str | None = None, **extra: Any) -> ApprovalCard:
+    async def propose(
+        self, action: dict[str, Any], request: str = "", call_id: str | None = None, **extra: Any
+    ) -> ApprovalCard:
         return await self.service.propose(
-            self.store.main_session_id, call_id or f"call-{len(self.changed)}-{action['tool']}", ACTIONS.validate_python(action), request, **extra
+            self.store.main_session_id,
+            call_id or f"call-{len(self.changed)}-{action['tool']}",
+            ACTIONS.validate_python(action),
+            request,
+            **extra,
         )
 
-    async def decide(self, card: ApprovalCard, allow: bool = True, request_id: str | None = None) -> ApprovalCard:
+    async def decide(
+        self, card: ApprovalCard, allow: bool = True, request_id: str | None = None
+    ) -> ApprovalCard:
         return await self.service.decide(
-            self.store.main_session_id, card.card_id, card.digest, card.revision, allow, request_id or f"decide-{card.card_id}"
+            self.store.main_session_id,
+            card.card_id,
+            card.digest,
+            card.revision,
+            allow,
+            request_id or f"decide-{card.card_id}",
         )
 
     async def card(self, card: ApprovalCard) -> ApprovalCard:
@@ -114,7 +127,11 @@ async def test_allow_once_runs_the_displayed_action_exactly_once(space: Space) -
     assert (space.files / "notes/todo.txt").read_text() == "milk\n"
     done = await space.card(card)
     assert done.status == ApprovalStatus.SUCCEEDED and done.receipt is not None
-    assert (done.receipt.outcome.value, done.receipt.digest, done.receipt.is_error) == ("succeeded", card.digest, False)
+    assert (done.receipt.outcome.value, done.receipt.digest, done.receipt.is_error) == (
+        "succeeded",
+        card.digest,
+        False,
+    )
     again = await space.decide(card)  # the same request, retried
     assert again.status == ApprovalStatus.SUCCEEDED and await space.run_admitted() == 0
     messages = await space.store.history(space.store.main_session_id, None, 10)
@@ -123,11 +140,18 @@ async def test_allow_once_runs_the_displayed_action_exactly_once(space: Space) -
         ("Done: Create notes/todo.txt (5 bytes)", card.card_id),
     ]
     statuses = [changed.status for changed in space.changed if changed.card_id == card.card_id]
-    assert statuses == [ApprovalStatus.WAITING, ApprovalStatus.APPROVED, ApprovalStatus.RUNNING, ApprovalStatus.SUCCEEDED]
+    assert statuses == [
+        ApprovalStatus.WAITING,
+        ApprovalStatus.APPROVED,
+        ApprovalStatus.RUNNING,
+        ApprovalStatus.SUCCEEDED,
+    ]
 
 
 async def test_a_denied_command_never_runs(space: Space) -> None:
-    card = await space.propose({"tool": "exec_command", "argv": ["touch", "ran"], "cwd": ".", "env": {}, "timeout_ms": 10_000})
+    card = await space.propose(
+        {"tool": "exec_command", "argv": ["touch", "ran"], "cwd": ".", "env": {}, "timeout_ms": 10_000}
+    )
     assert card.preview.resolved_command == "/usr/bin/touch"
     denied = await space.decide(card, allow=False)
     assert denied.status == ApprovalStatus.DENIED and await space.run_admitted() == 0
@@ -137,7 +161,15 @@ async def test_a_denied_command_never_runs(space: Space) -> None:
 
 
 async def test_a_command_runs_and_its_receipt_keeps_the_exit_code(space: Space) -> None:
-    card = await space.propose({"tool": "exec_command", "argv": ["sh", "-c", "echo hi; exit 3"], "cwd": ".", "env": {}, "timeout_ms": 10_000})
+    card = await space.propose(
+        {
+            "tool": "exec_command",
+            "argv": ["sh", "-c", "echo hi; exit 3"],
+            "cwd": ".",
+            "env": {},
+            "timeout_ms": 10_000,
+        }
+    )
     await space.decide(card)
     await space.run_admitted()
     done = await space.card(card)
@@ -148,16 +180,28 @@ async def test_a_command_runs_and_its_receipt_keeps_the_exit_code(space: Space) 
 async def test_a_stale_digest_or_revision_is_refused(space: Space) -> None:
     card = await space.propose(write())
     with pytest.raises(StaleRevision):
-        await space.service.decide(space.store.main_session_id, card.card_id, "sha256:" + "0" * 64, card.revision, True, "d")
+        await space.service.decide(
+            space.store.main_session_id, card.card_id, "sha256:" + "0" * 64, card.revision, True, "d"
+        )
     with pytest.raises(StaleRevision):
-        await space.service.decide(space.store.main_session_id, card.card_id, card.digest, card.revision - 1, True, "d2")
+        await space.service.decide(
+            space.store.main_session_id, card.card_id, card.digest, card.revision - 1, True, "d2"
+        )
     assert (await space.card(card)).status == ApprovalStatus.WAITING
 
 
 async def test_a_file_changed_after_approval_is_not_touched(space: Space) -> None:
     target = space.files / "plan.txt"
     target.write_text("one\n")
-    card = await space.propose({"tool": "edit_file", "path": "plan.txt", "old_string": "one", "new_string": "two", "replace_all": False})
+    card = await space.propose(
+        {
+            "tool": "edit_file",
+            "path": "plan.txt",
+            "old_string": "one",
+            "new_string": "two",
+            "replace_all": False,
+        }
+    )
     assert card.preview.original.text == "one\n"
     await space.decide(card)
     target.write_text("one, changed\n")
@@ -171,7 +215,12 @@ async def test_symlinks_multi_link_files_and_protected_paths_get_no_card(space: 
     (space.files / "real.txt").write_text("x")
     os.symlink("real.txt", space.files / "link.txt")
     os.link(space.files / "real.txt", space.files / "twin.txt")
-    for path, code in (("link.txt", "symlink"), ("twin.txt", "multiple_links"), (".env", "sensitive_path"), ("attachments/a", "protected_path")):
+    for path, code in (
+        ("link.txt", "symlink"),
+        ("twin.txt", "multiple_links"),
+        (".env", "sensitive_path"),
+        ("attachments/a", "protected_path"),
+    ):
         with pytest.raises(ActionRefused) as refused:
             await space.propose(write(path))
         assert refused.value.code == code
@@ -183,7 +232,11 @@ async def test_a_retried_tool_call_gets_its_card_and_receipt(space: Space) -> No
     await space.decide(card)
     await space.run_admitted()
     again = await space.propose(write(), call_id="call-x")
-    assert again.card_id == card.card_id and again.status == ApprovalStatus.SUCCEEDED and again.receipt is not None
+    assert (
+        again.card_id == card.card_id
+        and again.status == ApprovalStatus.SUCCEEDED
+        and again.receipt is not None
+    )
     assert await space.run_admitted() == 0
 
 
@@ -193,7 +246,9 @@ async def test_rules_handle_what_they_match_and_never_approve_waiting_cards(spac
     waiting = await space.propose(write(), call_id="call-other")
     preview = await space.service.preview_rule(main, first.card_id, first.digest, first.revision)
     assert preview.kind.value == "file" and preview.match.path == "notes/todo.txt"
-    rule = await space.service.save_rule(main, first.card_id, preview.preview_digest, ApprovalRuleMode.AUTOMATIC, "save-1")
+    rule = await space.service.save_rule(
+        main, first.card_id, preview.preview_digest, ApprovalRuleMode.AUTOMATIC, "save-1"
+    )
     assert (await space.card(first)).status == ApprovalStatus.WAITING  # saving a rule is not approval
     assert (await space.card(waiting)).status == ApprovalStatus.WAITING  # nor of other cards, in bulk
     handled = await space.propose(write(content="eggs\n"), call_id="call-next")
@@ -201,7 +256,9 @@ async def test_rules_handle_what_they_match_and_never_approve_waiting_cards(spac
     assert handled.decision.rule_id == rule.rule_id
     await space.run_admitted()
     assert (space.files / "notes/todo.txt").read_text() == "eggs\n"
-    asking = await space.service.update_rule(rule.rule_id, rule.revision, ApprovalRuleMode.ASK_FIRST, None, "u-1")
+    asking = await space.service.update_rule(
+        rule.rule_id, rule.revision, ApprovalRuleMode.ASK_FIRST, None, "u-1"
+    )
     asked = await space.propose(write(content="ham\n"), "/write\nreview: allow", call_id="call-asked")
     assert asked.status == ApprovalStatus.WAITING and asked.review is None  # asking first wins over review
     await space.service.update_rule(rule.rule_id, asking.revision, None, True, "u-2")
@@ -213,7 +270,9 @@ async def test_a_rule_removed_before_the_effect_starts_stops_it(space: Space) ->
     main = space.store.main_session_id
     first = await space.propose(write())
     preview = await space.service.preview_rule(main, first.card_id, first.digest, first.revision)
-    rule = await space.service.save_rule(main, first.card_id, preview.preview_digest, ApprovalRuleMode.AUTOMATIC, "save-1")
+    rule = await space.service.save_rule(
+        main, first.card_id, preview.preview_digest, ApprovalRuleMode.AUTOMATIC, "save-1"
+    )
     handled = await space.propose(write(), call_id="call-next")
     assert handled.status == ApprovalStatus.APPROVED
     await space.service.delete_rule(rule.rule_id, rule.revision, "delete-1")

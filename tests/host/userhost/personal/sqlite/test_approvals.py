@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from wuu.generated.models import ApprovalRuleMode, ApprovalStatus
-from wuu.host.userhost.personal.approvals.ledger import NewCard
+from wuu.host.userhost.personal.approval_ledger import NewCard
 from wuu.host.userhost.personal.refusals import CardNotFound, RequestIdConflict, RuleNotFound, StaleRevision
 from wuu.host.userhost.personal.sqlite import approvals, history, rules
 
@@ -46,14 +46,31 @@ def new_card(store: Store, call_id: str = "call-1", **changes: Any) -> NewCard:
 
 
 def create(store: Store, card_id: str = "card_" + "1" * 32, **changes: Any) -> approvals.StoredCard:
-    stored, existed = approvals.create(store.connection, store.main, card_id, new_card(store, **changes), store.clock())
+    stored, existed = approvals.create(
+        store.connection, store.main, card_id, new_card(store, **changes), store.clock()
+    )
     assert not existed
     return stored
 
 
-def decide(store: Store, card_id: str, revision: int, verdict: str = "allow", request_id: str = "d-1", digest: str = DIGEST) -> Any:
+def decide(
+    store: Store,
+    card_id: str,
+    revision: int,
+    verdict: str = "allow",
+    request_id: str = "d-1",
+    digest: str = DIGEST,
+) -> Any:
     return approvals.decide(
-        store.connection, store.main, store.main, card_id, digest, revision, {"by": "owner", "verdict": verdict}, request_id, store.clock()
+        store.connection,
+        store.main,
+        store.main,
+        card_id,
+        digest,
+        revision,
+        {"by": "owner", "verdict": verdict},
+        request_id,
+        store.clock(),
     )
 
 
@@ -61,18 +78,28 @@ def test_a_card_waits_at_revision_one_with_its_anchor_in_history(store: Store) -
     card = create(store).card
     assert (card.status, card.revision, card.source.value) == (ApprovalStatus.WAITING, 1, "main_chat")
     [anchor] = history.page(store.connection, store.main, store.main, None, 10)
-    assert (anchor.message_seq, anchor.role.value, anchor.text) == (card.message_seq, "assistant", card.summary)
+    assert (anchor.message_seq, anchor.role.value, anchor.text) == (
+        card.message_seq,
+        "assistant",
+        card.summary,
+    )
     assert anchor.approval_id == card.card_id
 
 
 def test_the_same_tool_call_finds_its_card_and_another_action_under_it_conflicts(store: Store) -> None:
     card = create(store).card
-    again, existed = approvals.create(store.connection, store.main, "card_" + "2" * 32, new_card(store), store.clock())
+    again, existed = approvals.create(
+        store.connection, store.main, "card_" + "2" * 32, new_card(store), store.clock()
+    )
     assert existed and again.card.card_id == card.card_id
     assert store.count("approval_cards") == 1 and store.count("messages") == 1
     with pytest.raises(RequestIdConflict):
         approvals.create(
-            store.connection, store.main, "card_" + "3" * 32, new_card(store, action={**ACTION, "content": "eggs\n"}), store.clock()
+            store.connection,
+            store.main,
+            "card_" + "3" * 32,
+            new_card(store, action={**ACTION, "content": "eggs\n"}),
+            store.clock(),
         )
 
 
@@ -87,7 +114,9 @@ def test_allow_once_needs_the_exact_digest_and_revision(store: Store) -> None:
     assert decided.decision.by.value == "owner" and decided.decision.verdict.value == "allow"
 
 
-def test_a_retried_decision_gets_the_card_as_it_is_now_and_a_reused_request_id_conflicts(store: Store) -> None:
+def test_a_retried_decision_gets_the_card_as_it_is_now_and_a_reused_request_id_conflicts(
+    store: Store,
+) -> None:
     card = create(store).card
     decide(store, card.card_id, 1)
     claimed = approvals.move(store.connection, card.card_id, ApprovalStatus.RUNNING, store.clock())
@@ -121,7 +150,12 @@ def test_statuses_only_move_forward(store: Store) -> None:
 def test_only_background_task_cards_expire(store: Store) -> None:
     main = create(store).card
     task = create(
-        store, "card_" + "5" * 32, call_id="call-2", source="task", task_id="t1", expires_at=store.clock.now + timedelta(minutes=30)
+        store,
+        "card_" + "5" * 32,
+        call_id="call-2",
+        source="task",
+        task_id="t1",
+        expires_at=store.clock.now + timedelta(minutes=30),
     ).card
     assert approvals.expire(store.connection, store.clock.now + timedelta(minutes=29)) == []
     [expired] = approvals.expire(store.connection, store.clock.now + timedelta(minutes=30))
@@ -151,9 +185,19 @@ def test_listing_names_cards_in_order_and_refuses_an_unknown_one(store: Store) -
         approvals.listed(store.connection, store.main, store.main, ["card_" + "9" * 32], 100)
 
 
-def save_rule(store: Store, request_id: str = "r-1", mode: ApprovalRuleMode = ApprovalRuleMode.AUTOMATIC) -> Any:
+def save_rule(
+    store: Store, request_id: str = "r-1", mode: ApprovalRuleMode = ApprovalRuleMode.AUTOMATIC
+) -> Any:
     return rules.save(
-        store.connection, "rule_" + "1" * 32, "card_" + "1" * 32, "file", MATCH, "sha256:" + "c" * 64, mode, request_id, store.clock()
+        store.connection,
+        "rule_" + "1" * 32,
+        "card_" + "1" * 32,
+        "file",
+        MATCH,
+        "sha256:" + "c" * 64,
+        mode,
+        request_id,
+        store.clock(),
     )
 
 

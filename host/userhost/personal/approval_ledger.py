@@ -42,7 +42,6 @@ class StoredCard:
     request_text: str
 
 
-
 class ApprovalLedger(Protocol):
     """The approval cards, rules and automatic-review setting of one space."""
 
