@@ -400,7 +400,7 @@ class ApprovalStatus(StrEnum):
     """
     CANCELLED = "cancelled"
     """
-    The card's source was cancelled before the action started: its turn or task was cancelled or ended, or the process it writes to ended. It never runs. Completed effects are never undone.
+    The card's source went away before the action started: its main-chat turn or its task was cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never undone.
     """
     STALE = "stale"
     """

@@ -454,8 +454,9 @@ class ApprovalStatus(betterproto2.Enum):
 
     CANCELLED = 9
     """
-    `cancelled`: The card's source was cancelled before the action started: its turn or task was cancelled or
-    ended, or the process it writes to ended. It never runs. Completed effects are never undone.
+    `cancelled`: The card's source went away before the action started: its main-chat turn or its task was
+    cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never
+    undone.
     """
 
     STALE = 10
