@@ -394,7 +394,7 @@ class TaskDeliveryStatus(StrEnum):
 
 class ActionReceipt(WireModel):
     """
-    The saved result of one approved action's execution. It is final: once written, it never changes.
+    The saved result of one approved action's execution. It is final: once written, it never changes. A retry of the same tool call (the same call of the same turn or task) returns this receipt and executes nothing; a different call is a new action with a card of its own, even when its action is identical.
     """
 
     model_config = ConfigDict(

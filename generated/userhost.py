@@ -353,11 +353,11 @@ class ApprovalSource(StrEnum):
 
     MAIN_CHAT = "main_chat"
     """
-    A turn of the main conversation. Its cards have no fixed expiry: they wait until decided or until their source is cancelled.
+    A turn of the main conversation. Its cards have no fixed expiry (`expires_at` is null): they wait until decided or until their source is cancelled.
     """
     TASK = "task"
     """
-    A background task. Its cards expire 30 minutes after they were created.
+    A background task. Its cards expire (`expires_at`).
     """
 
 
@@ -388,7 +388,7 @@ class ApprovalStatus(StrEnum):
     """
     UNKNOWN = "unknown"
     """
-    The host stopped while the action was running, so whether its effect happened is not known. It is never replayed automatically.
+    The host stopped while the action was running: its receipt's outcome is `unknown`.
     """
     DENIED = "denied"
     """
@@ -396,11 +396,11 @@ class ApprovalStatus(StrEnum):
     """
     EXPIRED = "expired"
     """
-    A task's card was not decided within 30 minutes of its creation. It never runs.
+    A task's card was still waiting at its `expires_at`. It never runs.
     """
     CANCELLED = "cancelled"
     """
-    The card's source was cancelled before the action started: its turn or task was cancelled or ended, or the process it writes to ended. It never runs. Completed effects are never undone.
+    The card's source went away before the action started: its main-chat turn or its task was cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never undone.
     """
     STALE = "stale"
     """
@@ -2799,7 +2799,7 @@ class ApprovalsListResult(WireModel):
     )
     cards: Annotated[list[ApprovalCard], Field(max_length=100)]
     """
-    With `card_ids`, exactly those cards, in their order; without, the session's waiting cards, oldest first, at most 100. A task card past its expiry is `expired`, never `waiting`.
+    With `card_ids`, exactly those cards, in their order; without, the session's waiting cards, oldest first, at most 100.
     """
 
 

@@ -337,7 +337,9 @@ class TaskDeliveryStatus(betterproto2.Enum):
 @dataclass(eq=False, repr=False)
 class ActionReceipt(betterproto2.Message):
     """
-    The saved result of one approved action's execution. It is final: once written, it never changes.
+    The saved result of one approved action's execution. It is final: once written, it never changes. A retry of
+    the same tool call (the same call of the same turn or task) returns this receipt and executes nothing; a
+    different call is a new action with a card of its own, even when its action is identical.
     """
 
     card_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)

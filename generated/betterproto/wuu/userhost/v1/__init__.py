@@ -378,13 +378,13 @@ class ApprovalSource(betterproto2.Enum):
 
     MAIN_CHAT = 1
     """
-    `main_chat`: A turn of the main conversation. Its cards have no fixed expiry: they wait until decided or
-    until their source is cancelled.
+    `main_chat`: A turn of the main conversation. Its cards have no fixed expiry (`expires_at` is null): they
+    wait until decided or until their source is cancelled.
     """
 
     TASK = 2
     """
-    `task`: A background task. Its cards expire 30 minutes after they were created.
+    `task`: A background task. Its cards expire (`expires_at`).
     """
 
     @classmethod
@@ -439,8 +439,7 @@ class ApprovalStatus(betterproto2.Enum):
 
     UNKNOWN = 6
     """
-    `unknown`: The host stopped while the action was running, so whether its effect happened is not known. It is
-    never replayed automatically.
+    `unknown`: The host stopped while the action was running: its receipt's outcome is `unknown`.
     """
 
     DENIED = 7
@@ -450,13 +449,14 @@ class ApprovalStatus(betterproto2.Enum):
 
     EXPIRED = 8
     """
-    `expired`: A task's card was not decided within 30 minutes of its creation. It never runs.
+    `expired`: A task's card was still waiting at its `expires_at`. It never runs.
     """
 
     CANCELLED = 9
     """
-    `cancelled`: The card's source was cancelled before the action started: its turn or task was cancelled or
-    ended, or the process it writes to ended. It never runs. Completed effects are never undone.
+    `cancelled`: The card's source went away before the action started: its main-chat turn or its task was
+    cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never
+    undone.
     """
 
     STALE = 10
@@ -1937,7 +1937,7 @@ class ApprovalsListResult(betterproto2.Message):
     cards: "list[ApprovalCard]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     With `card_ids`, exactly those cards, in their order; without, the session's waiting cards, oldest first, at
-    most 100. A task card past its expiry is `expired`, never `waiting`.
+    most 100.
     """
 
 
