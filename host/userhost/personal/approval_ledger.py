@@ -24,8 +24,9 @@ class NewCard:
     task_id: str | None
     action: Mapping[str, Any]
     digest: str
-    precondition: Mapping[str, Any]
-    """What the target was when the card was made (a file's digest and size, or its absence)."""
+    precondition: Mapping[str, Any] | None
+    """What must still hold when the action starts besides the digest (a file's digest and size, None when it
+    was missing; the identity of a command's executable)."""
     preview: Mapping[str, Any]
     summary: str
     request_text: str
@@ -38,7 +39,7 @@ class StoredCard:
     """A card with what the host needs besides its wire form."""
 
     card: ApprovalCard
-    precondition: Mapping[str, Any]
+    precondition: Mapping[str, Any] | None
     request_text: str
 
 

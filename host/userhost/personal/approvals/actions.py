@@ -25,23 +25,24 @@ class Described:
     """An action as its card shows and binds it."""
 
     action: Mapping[str, Any]
-    precondition: Mapping[str, Any]
-    """What must still hold when the action starts: the file's content (or its absence), or the resolved
-    command's identity."""
+    precondition: Mapping[str, Any] | None
+    """What must still hold when the action starts besides the digest: the original's digest and size (None
+    when missing), or the identity of the resolved command's executable (a replaced program is a changed
+    command)."""
     preview: Mapping[str, Any]
     summary: str
     resolved_command: str | None
 
     @property
     def digest(self) -> str:
-        """The card's digest: the action, its resolved command and its precondition."""
-        return digest(
-            {
-                "action": dict(self.action),
-                "resolved_command": self.resolved_command,
-                "precondition": self.precondition,
-            }
-        )
+        """The card's digest (spec/schema/receipts/action.schema.json, ActionDigest): the action with a file
+        action's precondition or a command's resolved command."""
+        bound: dict[str, Any] = {"action": dict(self.action)}
+        if self.action["tool"] in ("write_file", "edit_file"):
+            bound["precondition"] = self.precondition
+        elif self.action["tool"] in ("exec_command", "process_start"):
+            bound["resolved_command"] = self.resolved_command
+        return digest(bound)
 
 
 def describe(action: Mapping[str, Any], files: FilesRoot, process_argv: Sequence[str] = ()) -> Described:
@@ -70,6 +71,8 @@ def describe(action: Mapping[str, Any], files: FilesRoot, process_argv: Sequence
 def _file(action: Mapping[str, Any], files: FilesRoot) -> Described:
     target = files.inspect(action["path"])
     path = action["path"]
+    if action["tool"] == "edit_file" and target.existing is None:
+        raise TargetRefused("not_regular_file", f"{path!r} does not exist: edit_file needs an existing file")
     preview: dict[str, Any] = {
         "kind": "file",
         "path": path,
@@ -99,7 +102,7 @@ def _command(action: Mapping[str, Any], root: Path) -> Described:
     if not argv or not argv[0]:
         raise TargetRefused("invalid_action", "argv is empty")
     resolved = resolve(argv[0], root / cwd, action["env"].get("PATH", MINIMAL_PATH))
-    precondition = {"resolved_command": resolved, "executable": _identity(resolved)}
+    precondition = _identity(resolved)
     preview = {
         "kind": "command",
         "argv": argv,

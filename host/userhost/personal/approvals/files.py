@@ -107,14 +107,15 @@ class Target:
     """The file as it was, or None when it was missing."""
     original: Original
 
-    def precondition(self) -> dict[str, Any]:
-        """The precondition as the card's digest covers it: `missing`, or the original's size and digest.
+    def precondition(self) -> dict[str, Any] | None:
+        """The precondition as the card's digest covers it (spec/schema/receipts/action.schema.json,
+        ActionDigest): None when the target is missing, else the original's digest and size.
 
         The file's identity (device and inode) is left out: it is local, and `check` compares it anyway.
         """
         if self.existing is None:
-            return {"state": "missing"}
-        return {"state": "file", "size": self.existing.size, "sha256": self.existing.sha256}
+            return None
+        return {"sha256": self.existing.sha256, "size": self.existing.size}
 
 
 class FilesRoot:

@@ -54,6 +54,8 @@ class Execution:
     exit_code: int | None = None
     error_code: str | None = None
     """The worker's error code when it refused the call."""
+    process_id: str | None = None
+    """The process a `process_start` started: what `process_write` names."""
 
 
 class Executor(Protocol):
@@ -352,6 +354,8 @@ class ApprovalService:
                 receipt["exit_code"] = result.exit_code
             if result.error_code is not None:
                 receipt["error_code"] = result.error_code
+            if result.process_id is not None:
+                receipt["process_id"] = result.process_id
             headline = {"succeeded": "Done", "failed": "Failed", "unknown": "Outcome unknown"}[result.outcome]
             self._told(
                 await self._ledger.move(
@@ -366,14 +370,12 @@ class ApprovalService:
     async def _changed_since(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
         """Why an approved card may no longer run, or None."""
         card = stored.card
-        if card.expires_at is not None and datetime.fromisoformat(card.expires_at) <= self._clock():
-            return ApprovalStatus.EXPIRED, "its time ran out"
         action = card.action.model_dump(mode="json")
         try:
             described = await self._describe(action)
         except ActionRefused as refused:
             return ApprovalStatus.STALE, str(refused)
-        if described.digest != card.digest:
+        if described.digest != card.digest or described.precondition != stored.precondition:
             return ApprovalStatus.STALE, "the file or command changed since the card was made"
         decision = card.decision
         match = rule_match(action, described.resolved_command)
@@ -425,6 +427,8 @@ class ApprovalService:
         match = rule_match(action, preview.get("resolved_command"))
         if match is None:
             raise ActionRefused("invalid_action", f"no rule can handle a {action['tool']} action")
+        if match.kind == "command" and match.match["resolved_command"] is None:
+            raise ActionRefused("invalid_action", "no rule can handle a command that resolves to no program")
         return match
 
     def _told(self, card: ApprovalCard | None) -> ApprovalCard | None:

@@ -2,7 +2,7 @@
 main conversation, the decision, the execution claim and the receipt, each written before anything acts on it.
 
 A card moves forward only: `waiting` -> `approved` | `denied` | `expired` | `cancelled`; `approved` -> `running`
-(the execution claim) | `stale` | `expired` | `cancelled`; `running` -> `succeeded` | `failed` | `unknown`. Every
+(the execution claim) | `stale` | `cancelled`; `running` -> `succeeded` | `failed` | `unknown`. Every
 move adds one to its revision. A claim still `running` when the store opens is `unknown`: its outcome is not
 known, and it is never run again.
 """
@@ -30,7 +30,7 @@ CARD_COLUMNS = (
 )
 MOVES: Mapping[str, frozenset[str]] = {
     "waiting": frozenset({"approved", "denied", "expired", "cancelled"}),
-    "approved": frozenset({"running", "stale", "expired", "cancelled"}),
+    "approved": frozenset({"running", "stale", "cancelled"}),
     "running": frozenset({"succeeded", "failed", "unknown"}),
 }
 """The statuses each status can move to; the others are final."""
@@ -125,7 +125,7 @@ def create(
             new.task_id,
             _json(new.action),
             new.digest,
-            _json(new.precondition),
+            orjson.dumps(new.precondition, option=orjson.OPT_SORT_KEYS).decode(),  # "null" when missing
             _json(new.preview),
             new.summary,
             new.request_text,
@@ -248,11 +248,11 @@ def decide(
 
 
 def expire(connection: sqlite3.Connection, now: datetime) -> list[ApprovalCard]:
-    """Expire the cards past their `expires_at` that have not started (background-task cards); the expired."""
+    """Expire the cards still waiting at their `expires_at` (background-task cards); the expired."""
     stamp = rfc3339(now)
     rows = connection.execute(
         "SELECT card_id FROM approval_cards WHERE expires_at IS NOT NULL AND expires_at <= ? "
-        "AND status IN ('waiting', 'approved')",
+        "AND status = 'waiting'",
         (stamp,),
     ).fetchall()
     expired = [move(connection, row[0], ApprovalStatus.EXPIRED, now) for row in rows]

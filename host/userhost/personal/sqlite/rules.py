@@ -128,15 +128,13 @@ def update(
     if requests.replayed(connection, request_id, "approvals.rules.update", params) is not None:
         return rule(connection, rule_id)
     current = _current(connection, rule_id, expected_revision)
-    connection.execute(
-        "UPDATE approval_rules SET mode = ?, paused = ?, revision = revision + 1, updated_at = ? WHERE rule_id = ?",
-        (
-            (mode or current.mode).value,
-            current.paused if paused is None else paused,
-            rfc3339(now),
-            rule_id,
-        ),
-    )
+    wanted = (mode or current.mode, current.paused if paused is None else paused)
+    if wanted != (current.mode, current.paused):  # a call that changes nothing keeps the revision
+        connection.execute(
+            "UPDATE approval_rules SET mode = ?, paused = ?, revision = revision + 1, updated_at = ? "
+            "WHERE rule_id = ?",
+            (wanted[0].value, wanted[1], rfc3339(now), rule_id),
+        )
     requests.save(connection, request_id, "approvals.rules.update", params, rule_id, now)
     return rule(connection, rule_id)
 

@@ -36,7 +36,7 @@ def test_a_missing_file_is_a_missing_target(root: FilesRoot) -> None:
     target = root.inspect("notes/todo.txt")
     assert target.existing is None
     assert target.original.as_json() == {"state": "missing"}
-    assert target.precondition() == {"state": "missing"}
+    assert target.precondition() is None
     assert target.absolute == root.root / "notes" / "todo.txt"
 
 
@@ -46,7 +46,7 @@ def test_a_text_original_is_previewed_whole(root: FilesRoot) -> None:
     digest = hashlib.sha256(b"buy milk\n").hexdigest()
     target = root.inspect("notes/todo.txt")
     assert target.original.as_json() == {"state": "text", "text": "buy milk\n", "size": 9, "sha256": digest}
-    assert target.precondition() == {"state": "file", "size": 9, "sha256": digest}
+    assert target.precondition() == {"sha256": digest, "size": 9}
 
 
 def test_large_and_binary_originals_are_unavailable(root: FilesRoot) -> None:

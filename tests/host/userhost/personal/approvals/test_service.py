@@ -224,6 +224,17 @@ async def test_symlinks_multi_link_files_and_protected_paths_get_no_card(space: 
         with pytest.raises(ActionRefused) as refused:
             await space.propose(write(path))
         assert refused.value.code == code
+    with pytest.raises(ActionRefused) as refused:
+        await space.propose(
+            {
+                "tool": "edit_file",
+                "path": "missing.txt",
+                "old_string": "a",
+                "new_string": "b",
+                "replace_all": False,
+            }
+        )
+    assert refused.value.code == "not_regular_file"
     assert await space.service.listed(space.store.main_session_id, None) == []
 
 
@@ -337,7 +348,8 @@ async def test_input_to_an_interactive_process_is_its_own_card(space: Space) -> 
     await space.run_admitted()
     done = await space.card(started)
     assert done.status == ApprovalStatus.SUCCEEDED, done.receipt
-    process_id = done.receipt.text.split()[2].rstrip(":")
+    process_id = done.receipt.process_id
+    assert process_id is not None
     line = await space.propose({"tool": "process_write", "process_id": process_id, "data": "hello\n"})
     assert line.status == ApprovalStatus.WAITING and line.preview.argv == ["cat"]
     with pytest.raises(ActionRefused) as refused:
