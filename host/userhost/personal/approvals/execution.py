@@ -388,8 +388,9 @@ def _execution(outcome: Outcome) -> Execution:
     """What the approval service records of an outcome: nothing ran unless the worker completed the call."""
     if isinstance(outcome, Completed):
         result = outcome.result
-        outcome_of = "failed" if result.is_error else "succeeded"
-        return Execution(outcome_of, result.output, outcome.exit_code, process_id=outcome.process_id)
+        if result.is_error:
+            return Execution("failed", result.output, outcome.exit_code, process_id=outcome.process_id)
+        return Execution("succeeded", result.output, outcome.exit_code, process_id=outcome.process_id)
     if isinstance(outcome, Refused):
         return Execution("failed", f"the worker refused it: {outcome.message}", error_code=outcome.code)
     if isinstance(outcome, Unavailable):
