@@ -374,6 +374,8 @@ class ModelConfig:
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> ModelConfig:
         """The configuration of a JSON object; ModelConfigError naming the first field that is wrong."""
+        if not isinstance(data, Mapping):
+            raise ModelConfigError(f"a model configuration is a JSON object, not {type(data).__name__}")
         for name in data:
             if name not in CONFIG_FIELDS:
                 raise ModelConfigError(

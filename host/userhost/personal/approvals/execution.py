@@ -56,7 +56,7 @@ from wuu.generated.wire import WireModel
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.backends import Environment, environment_for
 from wuu.host.errors import EnvironmentUnavailable, ProfileError
-from wuu.host.profiles import Profile, parse
+from wuu.host.profiles import Profile, load, parse
 from wuu.worker.client import ConnectionLost, ProtocolViolation, ReplyError, WorkerClient
 from wuu.worker.errors import CleanupFailed, split_error
 
@@ -116,6 +116,19 @@ class Unknown:
 ExecutionChoice = Profile[ExecutionProfile]
 """The execution profile approved actions run in, as the Personal composition is given it."""
 Outcome = Completed | Refused | Unavailable | Unknown
+
+
+class ExecutionConfigError(Exception):
+    """The execution configuration of the Personal actions is wrong; the message says where and why."""
+
+
+def load_profile(config: Path, name: str | None) -> ExecutionChoice:
+    """The profile `name` (the file's default when None) of an `execution_environments` configuration file
+    (spec/schema/config/execution_environments.schema.json). ExecutionConfigError naming what is wrong."""
+    try:
+        return load(config).select(name)
+    except ProfileError as error:
+        raise ExecutionConfigError(str(error)) from None
 """What became of one call."""
 
 
