@@ -4,8 +4,8 @@ through the executor, one action at a time.
 
 Every step is written before the next one starts: the card before any decision, the decision before the
 claim, the claim (`running`) before the effect, the receipt after it. Right before an effect starts the service
-checks again that nothing changed: the target or the resolved command (the card's digest), the rule that
-allowed it, a rule that now asks first, the card's expiry. A claim whose outcome was lost stays `unknown`
+checks again that nothing changed: the target or the resolved command (the card's digest), the process it
+writes to, the rule that allowed it, a rule that now asks first. A claim whose outcome was lost stays `unknown`
 and is never run again.
 """
 
@@ -43,6 +43,7 @@ RECEIPT_TEXT_LIMIT = 4096
 LIST_LIMIT = 100
 """The most waiting cards one `approvals.list` returns."""
 ACTIONS: TypeAdapter[PersonalAction] = TypeAdapter(PersonalAction)
+"""Reads an agent's tool call as a `PersonalAction`."""
 
 
 @dataclass(frozen=True)
@@ -98,13 +99,13 @@ class ApprovalService:
         self._reviewer = reviewer
         self._clock = clock
         self._admit = admit
-        self._changed = changed
+        self._notify = changed
         self._running = asyncio.Lock()
 
     async def start(self) -> None:
         """After a restart: claims left running have an unknown outcome; approved cards not yet claimed run."""
         for card in await self._ledger.recover(self._clock()):
-            self._changed(card)
+            self._notify(card)
         for card_id in await self._ledger.in_status(ApprovalStatus.APPROVED):
             self._admit(self._execute(card_id))
 
@@ -145,7 +146,7 @@ class ApprovalService:
         stored, existed = await self._ledger.create(f"card_{secrets.token_hex(16)}", new, now)
         if existed:
             return stored.card
-        self._changed(stored.card)
+        self._notify(stored.card)
         return await self._handle(stored, rule_match(wire, described.resolved_command))
 
     async def act(
@@ -212,7 +213,7 @@ class ApprovalService:
         )
         if moved is None:
             return card
-        self._changed(moved)
+        self._notify(moved)
         self._admit(self._execute(card.card_id))
         return moved
 
@@ -241,7 +242,7 @@ class ApprovalService:
         )
         if replayed:
             return card
-        self._changed(card)
+        self._notify(card)
         if card.status == ApprovalStatus.APPROVED:
             self._admit(self._execute(card_id))
         return card
@@ -266,9 +267,7 @@ class ApprovalService:
         self, session_id: str, card_id: str, preview_digest: str, mode: ApprovalRuleMode, request_id: str
     ) -> ApprovalRule:
         """Save the previewed rule. It decides neither this card nor any other waiting one."""
-        card = (await self._ledger.card(card_id)).card
-        if card.session_id != session_id:
-            await self._ledger.listed(session_id, [card_id], 1)  # not_found, as for any unknown card
+        [card] = await self._ledger.listed(session_id, [card_id], 1)
         match = self._match(card)
         if match.digest != preview_digest:
             raise StaleRevision(
@@ -322,7 +321,7 @@ class ApprovalService:
             card = stored.card
             if card.status != ApprovalStatus.APPROVED:
                 return
-            problem = await self._changed_since(stored)
+            problem = await self._why_stale(stored)
             if problem is not None:
                 status, text = problem
                 self._told(
@@ -334,7 +333,7 @@ class ApprovalService:
             claimed = await self._ledger.move(card_id, ApprovalStatus.RUNNING, self._clock())
             if claimed is None:
                 return
-            self._changed(claimed)
+            self._notify(claimed)
             started = self._clock()
             try:
                 result = await self._executor.run(card.action.model_dump(mode="json"))
@@ -367,7 +366,7 @@ class ApprovalService:
                 )
             )
 
-    async def _changed_since(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
+    async def _why_stale(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
         """Why an approved card may no longer run, or None."""
         card = stored.card
         action = card.action.model_dump(mode="json")
@@ -407,7 +406,7 @@ class ApprovalService:
 
     async def _expire(self) -> None:
         for card in await self._ledger.expire(self._clock()):
-            self._changed(card)
+            self._notify(card)
 
     async def _current(
         self, session_id: str, card_id: str, digest: str, expected_revision: int
@@ -433,7 +432,7 @@ class ApprovalService:
 
     def _told(self, card: ApprovalCard | None) -> ApprovalCard | None:
         if card is not None:
-            self._changed(card)
+            self._notify(card)
         return card
 
 
