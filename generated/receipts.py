@@ -3,11 +3,51 @@
 """The models of spec/schema/receipts/."""
 
 from enum import StrEnum
+from re import compile
 from typing import Annotated
 
 from pydantic import ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 from wuu.generated.wire import WireModel
+
+from .worker import ErrorCode
+
+ActionDigest = TypeAliasType(
+    "ActionDigest",
+    Annotated[str, Field(pattern=compile("^sha256:[0-9a-f]{64}\\Z"), title="ActionDigest")],
+)
+"""
+The exact digest of an action as the owner sees it: `sha256:` and the lowercase hexadecimal SHA-256 of the canonical JSON (RFC 8785: keys sorted, no whitespace, UTF-8) of an object with `action` (the `PersonalAction`) and, for `write_file` and `edit_file`, `precondition` (null when the target is missing, else an object with the original's `sha256` and `size`), for `exec_command` and `process_start`, `resolved_command` (as in the card's preview). Two cards have the same digest exactly when they show the same action on the same preconditions.
+"""
+
+
+class ActionOutcome(StrEnum):
+    """
+    How an action's execution ended.
+    """
+
+    SUCCEEDED = "succeeded"
+    """
+    The action ran and its tool reported success.
+    """
+    FAILED = "failed"
+    """
+    The action ran, or was refused by the worker or its execution environment, and did not succeed (`is_error` is true).
+    """
+    UNKNOWN = "unknown"
+    """
+    The host lost track of the execution after its claim was written (it stopped while the action ran): whether the effect happened is not known. The action is never replayed automatically.
+    """
+
+
+ApprovalCardId = TypeAliasType(
+    "ApprovalCardId",
+    Annotated[str, Field(pattern=compile("^card_[0-9a-f]{32}\\Z"), title="ApprovalCardId")],
+)
+"""
+The host's ID of an approval card: `card_` and 32 lowercase hexadecimal digits.
+"""
 
 
 class AttachmentMetadata(WireModel):
@@ -349,6 +389,73 @@ class TaskDeliveryStatus(StrEnum):
     FAILED = "failed"
     """
     Delivery failed, or a task stop cancelled the undelivered reply (`failure_code` says which). An explicit delivery retry first rechecks this receipt (an already completed reply is recovered, not repeated) and retries only the main-conversation reply, never the worker.
+    """
+
+
+class ActionReceipt(WireModel):
+    """
+    The saved result of one approved action's execution. It is final: once written, it never changes. A retry of the same tool call (the same call of the same turn or task) returns this receipt and executes nothing; a different call is a new action with a card of its own, even when its action is identical.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    card_id: ApprovalCardId
+    """
+    The card of the action that ran.
+    """
+    digest: ActionDigest
+    """
+    The digest of the action that ran: the card's, as approved.
+    """
+    outcome: ActionOutcome
+    """
+    How the execution ended.
+    """
+    started_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the execution claim was written (RFC 3339), just before the effect started.
+    """
+    finished_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the execution ended (RFC 3339), or null when the outcome is `unknown`.
+    """
+    is_error: bool
+    """
+    True when the action did not succeed: the tool's result was an error, or the worker refused it.
+    """
+    text: Annotated[str, Field(max_length=4096)]
+    """
+    An excerpt of the tool's output, or of the refusal, for the agent and the history: at most 4,096 characters; empty when the outcome is `unknown`.
+    """
+    exit_code: Annotated[
+        int | None,
+        Field(ge=-2147483648, json_schema_extra={"x-not-null": True}, le=2147483647),
+    ] = None
+    """
+    Present only for `exec_command` when the command ran to its end: its exit code.
+    """
+    error_code: Annotated[ErrorCode | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present only when the worker refused the request: its error code (for example `sandbox_unavailable`).
+    """
+    process_id: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only on the receipt of a `process_start` that started its process: the process's ID, which `process_write` actions name.
     """
 
 

@@ -24,6 +24,24 @@ from .models import (
     AgentsReceiptsResult,
     AgentsSendParams,
     AgentsSendResult,
+    ApprovalsDecideParams,
+    ApprovalsDecideResult,
+    ApprovalsListParams,
+    ApprovalsListResult,
+    ApprovalsReviewReadParams,
+    ApprovalsReviewReadResult,
+    ApprovalsReviewSetParams,
+    ApprovalsReviewSetResult,
+    ApprovalsRulesDeleteParams,
+    ApprovalsRulesDeleteResult,
+    ApprovalsRulesListParams,
+    ApprovalsRulesListResult,
+    ApprovalsRulesPreviewParams,
+    ApprovalsRulesPreviewResult,
+    ApprovalsRulesSaveParams,
+    ApprovalsRulesSaveResult,
+    ApprovalsRulesUpdateParams,
+    ApprovalsRulesUpdateResult,
     HostSessionAttachmentReadParams,
     HostSessionAttachmentReadResult,
     PushRegisterParams,
@@ -123,6 +141,49 @@ class PersonalServer(Protocol[Context]):
     ) -> HostSessionAttachmentReadResult:
         """Personal (`wuu.personal`): reads a bounded base64 chunk of an owned persisted attachment, with offsets in base64 characters and the final digest on the last chunk. (`host.session.attachment.read`)"""
 
+    async def approvals_list(self, params: ApprovalsListParams, context: Context, /) -> ApprovalsListResult:
+        """Personal (`wuu.personal`): reads the main conversation's waiting approval cards, oldest first, or up to 100 named cards in any status. (`approvals.list`)"""
+
+    async def approvals_decide(
+        self, params: ApprovalsDecideParams, context: Context, /
+    ) -> ApprovalsDecideResult:
+        """Personal (`wuu.personal`): the owner allows once or denies a waiting card, naming its exact digest and revision, on a live call; idempotent by `request_id`. (`approvals.decide`)"""
+
+    async def approvals_rules_preview(
+        self, params: ApprovalsRulesPreviewParams, context: Context, /
+    ) -> ApprovalsRulesPreviewResult:
+        """Personal (`wuu.personal`): shows the rule that would handle a card's action next time; writes nothing. (`approvals.rules.preview`)"""
+
+    async def approvals_rules_save(
+        self, params: ApprovalsRulesSaveParams, context: Context, /
+    ) -> ApprovalsRulesSaveResult:
+        """Personal (`wuu.personal`): saves the previewed rule of a card, without deciding that card or any other; idempotent by `request_id`. (`approvals.rules.save`)"""
+
+    async def approvals_rules_list(
+        self, params: ApprovalsRulesListParams, context: Context, /
+    ) -> ApprovalsRulesListResult:
+        """Personal (`wuu.personal`): reads the owner's rules of the Personal space. (`approvals.rules.list`)"""
+
+    async def approvals_rules_update(
+        self, params: ApprovalsRulesUpdateParams, context: Context, /
+    ) -> ApprovalsRulesUpdateResult:
+        """Personal (`wuu.personal`): switches a rule between automatic and asking first, or pauses or resumes it, revision-checked and idempotent by `request_id`. (`approvals.rules.update`)"""
+
+    async def approvals_rules_delete(
+        self, params: ApprovalsRulesDeleteParams, context: Context, /
+    ) -> ApprovalsRulesDeleteResult:
+        """Personal (`wuu.personal`): deletes a rule, revision-checked and idempotent by `request_id`; effects it approved that have not started no longer run. (`approvals.rules.delete`)"""
+
+    async def approvals_review_read(
+        self, params: ApprovalsReviewReadParams, context: Context, /
+    ) -> ApprovalsReviewReadResult:
+        """Personal (`wuu.personal`): reads the space's automatic-review setting. (`approvals.review.read`)"""
+
+    async def approvals_review_set(
+        self, params: ApprovalsReviewSetParams, context: Context, /
+    ) -> ApprovalsReviewSetResult:
+        """Personal (`wuu.personal`): turns automatic review on or off for the space, revision-checked and idempotent by `request_id`. (`approvals.review.set`)"""
+
 
 def personal_handlers(server: PersonalServer[Context]) -> Mapping[str, Handler[Context]]:
     """The methods of a `PersonalServer` by wire name."""
@@ -135,4 +196,13 @@ def personal_handlers(server: PersonalServer[Context]) -> Mapping[str, Handler[C
         "agents.history.read": server.agents_history_read,
         "agents.history.search": server.agents_history_search,
         "host.session.attachment.read": server.host_session_attachment_read,
+        "approvals.list": server.approvals_list,
+        "approvals.decide": server.approvals_decide,
+        "approvals.rules.preview": server.approvals_rules_preview,
+        "approvals.rules.save": server.approvals_rules_save,
+        "approvals.rules.list": server.approvals_rules_list,
+        "approvals.rules.update": server.approvals_rules_update,
+        "approvals.rules.delete": server.approvals_rules_delete,
+        "approvals.review.read": server.approvals_review_read,
+        "approvals.review.set": server.approvals_review_set,
     }

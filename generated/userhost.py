@@ -6,12 +6,64 @@ from enum import StrEnum
 from re import compile
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StringConstraints
 from typing_extensions import TypeAliasType
 
 from wuu.generated.wire import WireModel
 
-from .receipts import AttachmentMetadata, InputReceipt, ReactionRequestReceipt, ReactionState
+from .permissions import PermissionMode
+from .receipts import (
+    ActionDigest,
+    ActionReceipt,
+    ApprovalCardId,
+    AttachmentMetadata,
+    InputReceipt,
+    ReactionRequestReceipt,
+    ReactionState,
+)
+
+
+class ActionRefusal(StrEnum):
+    """
+    Why the host refuses an action outright. A refused action never becomes a card and never runs: the agent's tool call gets the code and a message at once. Review, rules and the owner cannot override a refusal. An action that breaks several of these rules gets the code of any one of them.
+    """
+
+    PATH_OUTSIDE_ROOT = "path_outside_root"
+    """
+    The path, or the command's working directory, does not resolve inside the Personal files root.
+    """
+    SYMLINK = "symlink"
+    """
+    A component of the path, the file itself included, is a symbolic link.
+    """
+    MULTIPLE_LINKS = "multiple_links"
+    """
+    The existing target file has more than one hard link, so writing it would change another path too.
+    """
+    NOT_REGULAR_FILE = "not_regular_file"
+    """
+    The existing target, or an existing parent, is not what the tool needs: a target that is not a regular file (a directory, a device, a FIFO, a socket), a parent that is not a directory, or a missing target for `edit_file`.
+    """
+    PROTECTED_PATH = "protected_path"
+    """
+    The path names the host's own application state: the persisted attachment store (`attachments` at the top of the files root, and everything under it) or anything that resolves into the space's private `state` folder.
+    """
+    SENSITIVE_PATH = "sensitive_path"
+    """
+    The path is a sensitive path for writing (the sensitive-path rules of permissions/permission_modes.schema.json): an environment file, a credential store, an SSH private key.
+    """
+    DETACHED_PROCESS = "detached_process"
+    """
+    The command would start a process that outlives it or the host (a daemonizing or detached start); Personal forbids detached processes.
+    """
+    UNKNOWN_PROCESS = "unknown_process"
+    """
+    `process_write` names no running process started by an approved `process_start` of this space.
+    """
+    INVALID_ACTION = "invalid_action"
+    """
+    The tool call is not a valid `PersonalAction` (an unknown tool, a missing or malformed field, a value over a limit).
+    """
 
 
 class AgentsHistoryReadParams(WireModel):
@@ -221,6 +273,430 @@ class AgentsSendParams(WireModel):
     """
 
 
+class ApprovalChoice(StrEnum):
+    """
+    The owner's decision on a waiting card.
+    """
+
+    ALLOW_ONCE = "allow_once"
+    """
+    Allow once: only the displayed action, with the card's exact digest and revision, runs, once. It approves no other card and saves no rule.
+    """
+    DENY = "deny"
+    """
+    The action never runs.
+    """
+
+
+class ApprovalDecider(StrEnum):
+    """
+    Who decided a card.
+    """
+
+    OWNER = "owner"
+    """
+    The owner, with `approvals.decide`.
+    """
+    RULE = "rule"
+    """
+    A saved rule in `automatic` mode (`rule_id`).
+    """
+    REVIEW = "review"
+    """
+    Automatic review.
+    """
+
+
+ApprovalRuleId = TypeAliasType(
+    "ApprovalRuleId",
+    Annotated[str, Field(pattern=compile("^rule_[0-9a-f]{32}\\Z"), title="ApprovalRuleId")],
+)
+"""
+The host's ID of a rule: `rule_` and 32 lowercase hexadecimal digits.
+"""
+
+
+class ApprovalRuleKind(StrEnum):
+    """
+    What a rule matches.
+    """
+
+    FILE = "file"
+    """
+    File changes: one operation at one exact path (`FileRuleMatch`).
+    """
+    COMMAND = "command"
+    """
+    Commands: one exact invocation (`CommandRuleMatch`), for `exec_command` and `process_start` alike.
+    """
+
+
+class ApprovalRuleMode(StrEnum):
+    """
+    What a rule does to a matching action. Asking first takes precedence: when an unpaused `ask_first` rule matches an action, it waits for the owner whatever `automatic` rules match it and whatever review would say.
+    """
+
+    AUTOMATIC = "automatic"
+    """
+    Matching actions are approved without asking (unless an `ask_first` rule also matches).
+    """
+    ASK_FIRST = "ask_first"
+    """
+    Matching actions wait for the owner: neither a rule nor review approves them.
+    """
+
+
+class ApprovalSource(StrEnum):
+    """
+    Where the action of a card comes from; it decides the card's expiry.
+    """
+
+    MAIN_CHAT = "main_chat"
+    """
+    A turn of the main conversation. Its cards have no fixed expiry (`expires_at` is null): they wait until decided or until their source is cancelled.
+    """
+    TASK = "task"
+    """
+    A background task. Its cards expire (`expires_at`).
+    """
+
+
+class ApprovalStatus(StrEnum):
+    """
+    Where a card stands. `waiting` is the only status a decision applies to; `succeeded`, `failed`, `unknown`, `denied`, `expired`, `cancelled` and `stale` are final.
+    """
+
+    WAITING = "waiting"
+    """
+    The card waits for the owner's decision.
+    """
+    APPROVED = "approved"
+    """
+    The action is approved (by the owner, a rule or review) and its execution has not started.
+    """
+    RUNNING = "running"
+    """
+    The host wrote the execution claim; the action is running.
+    """
+    SUCCEEDED = "succeeded"
+    """
+    The action ran and succeeded; the receipt says how.
+    """
+    FAILED = "failed"
+    """
+    The action ran, or the worker refused it, and it did not succeed; the receipt says how.
+    """
+    UNKNOWN = "unknown"
+    """
+    The host stopped while the action was running: its receipt's outcome is `unknown`.
+    """
+    DENIED = "denied"
+    """
+    The owner or automatic review denied the action. It never runs.
+    """
+    EXPIRED = "expired"
+    """
+    A task's card was still waiting at its `expires_at`. It never runs.
+    """
+    CANCELLED = "cancelled"
+    """
+    The card's source went away before the action started: its main-chat turn or its task was cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never undone.
+    """
+    STALE = "stale"
+    """
+    At the check just before the effect starts, the action no longer matched what was approved: the file or command state changed (the original's digest or size, its presence, the resolved command, the process), or, for a card approved by a rule or by review, the rules changed (the approving rule was deleted, paused or switched to `ask_first`, or an unpaused `ask_first` rule now matches). Nothing runs.
+    """
+
+
+class ApprovalVerdict(StrEnum):
+    """
+    A decision's verdict.
+    """
+
+    ALLOW = "allow"
+    """
+    The action may run, once: this card's exact action on its preconditions.
+    """
+    DENY = "deny"
+    """
+    The action never runs.
+    """
+
+
+class ApprovalsDecideParams(WireModel):
+    """
+    The owner decides a waiting card. `digest` and `expected_revision` MUST be the card's current ones and the card MUST be `waiting` (a task card not past its expiry), else `stale_revision`. The call MUST be live when the decision is written: a call whose foreground authority is revoked before then (its transport closed, or `plugin/client/cancel`) writes nothing and gets `cancelled`. The decision is durable before the reply, which does not wait for the action to run: the host then checks the action again and runs it through its execution environment, and the card's later statuses and its receipt are reread with `approvals.list`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    card_id: ApprovalCardId
+    """
+    The card. A card that is not in the session gets `not_found`.
+    """
+    digest: ActionDigest
+    """
+    The card's digest, as displayed.
+    """
+    expected_revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The card's revision, as displayed.
+    """
+    decision: ApprovalChoice
+    """
+    The decision.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including after reconnect (see the file's description).
+    """
+
+
+class ApprovalsListParams(WireModel):
+    """
+    Reads cards of the main conversation: the waiting ones, or the named ones in any status.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    card_ids: Annotated[
+        list[ApprovalCardId] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=100,
+            min_length=1,
+        ),
+    ] = None
+    """
+    The cards to read: 1 to 100, without repeats; a card that is not in the session gets `not_found`. Absent: the session's waiting cards.
+    """
+
+
+class ApprovalsReviewReadParams(WireModel):
+    """
+    Reads the space's automatic-review setting. It takes no parameters.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class ApprovalsReviewSetParams(WireModel):
+    """
+    The owner turns automatic review on or off for this Personal space. `expected_revision` MUST be the setting's current revision, else `stale_revision`. The change applies to cards policy decides after it; it never decides a waiting card.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    automatic_review: bool
+    """
+    The new value.
+    """
+    expected_revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The setting's revision, as displayed.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including after reconnect (see the file's description).
+    """
+
+
+class ApprovalsRulesDeleteParams(WireModel):
+    """
+    Deletes a rule. `expected_revision` MUST be the rule's current revision, else `stale_revision`; an unknown rule gets `not_found`, except on a retry of the deletion. Deletion prevents every effect the rule approved that has not started yet (`stale`) and undoes none that has.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    rule_id: ApprovalRuleId
+    """
+    The rule.
+    """
+    expected_revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The rule's revision, as displayed.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including after reconnect (see the file's description).
+    """
+
+
+class ApprovalsRulesDeleteResult(WireModel):
+    """
+    The deleted rule.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    rule_id: ApprovalRuleId
+    """
+    The rule deleted.
+    """
+
+
+class ApprovalsRulesListParams(WireModel):
+    """
+    Reads the owner's rules of this Personal space. It takes no parameters.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class ApprovalsRulesPreviewParams(WireModel):
+    """
+    Shows the rule that would handle a card's action next time. It writes nothing. `digest` and `expected_revision` MUST be the card's current ones, else `stale_revision`. A card that no rule can handle (a `process_write`, or a command that resolves to nothing) gets `invalid_params`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    card_id: ApprovalCardId
+    """
+    The card. A card that is not in the session gets `not_found`.
+    """
+    digest: ActionDigest
+    """
+    The card's digest, as displayed.
+    """
+    expected_revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The card's revision, as displayed.
+    """
+
+
+class ApprovalsRulesSaveParams(WireModel):
+    """
+    Saves the rule a card's preview showed. It decides no card, this one included: approving the displayed action is a separate `approvals.decide`, and the rule applies only to actions that policy decides after it is saved. `preview_digest` MUST be the card's current rule preview digest, else `stale_revision`; a card that no rule can handle gets `invalid_params`. Several rules may match the same actions; asking first takes precedence among them.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own gets `not_found`.
+    """
+    card_id: ApprovalCardId
+    """
+    The card whose preview is saved. A card that is not in the session gets `not_found`.
+    """
+    preview_digest: ActionDigest
+    """
+    The `preview_digest` of the preview shown.
+    """
+    mode: ApprovalRuleMode
+    """
+    The new rule's mode.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including after reconnect (see the file's description).
+    """
+
+
+class ApprovalsRulesUpdateParams(WireModel):
+    """
+    Switches a rule between `automatic` and `ask_first`, pauses it or resumes it. `expected_revision` MUST be the rule's current revision, else `stale_revision`; an unknown rule gets `not_found`. An absent field keeps its value; a call that changes nothing keeps the rule and its revision as they are. The change applies to actions decided after it and to the check before an approved action's effect starts; it never approves or denies a waiting card.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    rule_id: ApprovalRuleId
+    """
+    The rule.
+    """
+    expected_revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The rule's revision, as displayed.
+    """
+    mode: Annotated[ApprovalRuleMode | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The new mode.
+    """
+    paused: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    True to pause the rule, false to resume it.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1, pattern="^[A-Za-z0-9._:-]+\\Z")]
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including after reconnect (see the file's description).
+    """
+
+
+CommandArgument = TypeAliasType(
+    "CommandArgument",
+    Annotated[
+        str,
+        Field(
+            max_length=32768,
+            pattern=compile("^[^\\u0000]*\\Z"),
+            title="CommandArgument",
+        ),
+    ],
+)
+"""
+One argument of a command: at most 32,768 characters, without a NUL byte (an operating system's argument strings cannot hold one).
+"""
+
+EnvironmentValue = TypeAliasType(
+    "EnvironmentValue",
+    Annotated[
+        str,
+        Field(
+            max_length=32768,
+            pattern=compile("^[^\\u0000]*\\Z"),
+            title="EnvironmentValue",
+        ),
+    ],
+)
+"""
+The value of an environment variable of a command: at most 32,768 characters, without a NUL byte.
+"""
+
+
+class FileOperation(StrEnum):
+    """
+    A file change an action makes, and a file rule permits.
+    """
+
+    WRITE_FILE = "write_file"
+    """
+    Replace the whole content, creating the file if it is missing.
+    """
+    EDIT_FILE = "edit_file"
+    """
+    Replace text in an existing file.
+    """
+
+
 class HistoryRole(StrEnum):
     """
     The author of a visible conversation message.
@@ -353,6 +829,79 @@ A string request id: 1 to 256 characters.
 """
 
 
+class OriginalState(StrEnum):
+    """
+    What a file preview shows of the target's original content.
+    """
+
+    MISSING = "missing"
+    """
+    The target does not exist.
+    """
+    TEXT = "text"
+    """
+    A bounded plain-text original, shown whole: at most 65,536 bytes of valid UTF-8 without a NUL byte.
+    """
+    UNAVAILABLE = "unavailable"
+    """
+    The original exists but is not shown: it is larger than 65,536 bytes or is not plain text (`reason`).
+    """
+
+
+class OriginalUnavailableReason(StrEnum):
+    """
+    Why an existing original is not shown.
+    """
+
+    TOO_LARGE = "too_large"
+    """
+    It is larger than 65,536 bytes.
+    """
+    BINARY = "binary"
+    """
+    It is not valid UTF-8, or holds a NUL byte.
+    """
+
+
+PersonalFilePath = TypeAliasType(
+    "PersonalFilePath",
+    Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 4096},
+            max_length=4096,
+            min_length=1,
+            pattern=compile(
+                "^([^/\\x00.][^/\\x00]*|\\.[^/\\x00.][^/\\x00]*|\\.\\.[^/\\x00]+)(/([^/\\x00.][^/\\x00]*|\\.[^/\\x00.][^/\\x00]*|\\.\\.[^/\\x00]+))*\\Z"
+            ),
+            title="PersonalFilePath",
+        ),
+    ],
+)
+"""
+A file's path in the Personal files root: relative, POSIX (`/`-separated), 1 to 4,096 UTF-8 bytes, with no leading `/`, no empty, `.` or `..` component and no NUL byte. It is resolved beneath the files root, never outside it.
+"""
+
+PersonalWorkingDirectory = TypeAliasType(
+    "PersonalWorkingDirectory",
+    Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 4096},
+            max_length=4096,
+            min_length=1,
+            pattern=compile(
+                "^(\\.|([^/\\x00.][^/\\x00]*|\\.[^/\\x00.][^/\\x00]*|\\.\\.[^/\\x00]+)(/([^/\\x00.][^/\\x00]*|\\.[^/\\x00.][^/\\x00]*|\\.\\.[^/\\x00]+))*)\\Z"
+            ),
+            title="PersonalWorkingDirectory",
+        ),
+    ],
+)
+"""
+A command's working directory in the Personal files root: `.` for the root itself, else a path with the rules of `PersonalFilePath`.
+"""
+
+
 class PluginClientCancelResult(WireModel):
     """
     Whether a cancellation was delivered.
@@ -390,6 +939,10 @@ class PluginInvalidationTopic(StrEnum):
     """
     Message reactions changed; the client rereads them with `agents.reactions`.
     """
+    APPROVALS = "approvals"
+    """
+    An approval card was created or changed status; `message_seqs` are the cards' anchors. The client rereads the waiting cards, or those of the anchors (`HistoryMessage.approval_id`), with `approvals.list`.
+    """
 
 
 class PluginInventoryEntry(WireModel):
@@ -408,6 +961,101 @@ class PluginInventoryEntry(WireModel):
     fingerprint: Annotated[str, Field(max_length=256, min_length=1)]
     """
     An opaque identifier of the plugin's exact build and declared services in this graph. Entries with equal `plugin_id` and `fingerprint` denote the same plugin.
+    """
+
+
+class ProcessInputPreview(WireModel):
+    """
+    The preview of a `process_write` action: the input and the process it goes to.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["process_write"]
+    """
+    The preview kind: `process_write`.
+    """
+    process_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The process the input goes to.
+    """
+    argv: Annotated[list[CommandArgument], Field(max_length=256, min_length=1)]
+    """
+    The process's program and arguments, as its `process_start` gave them.
+    """
+    data: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 65536},
+            max_length=65536,
+            min_length=1,
+        ),
+    ]
+    """
+    The input.
+    """
+
+
+class ProcessStartAction(WireModel):
+    """
+    Starts an interactive process in the Personal files root, in `standard`, attached to the host: it reads its input from `process_write` actions and ends at the latest when the host closes. Approving it approves no input: each `process_write` is an action of its own. Personal never runs a detached process, and an action that would start one is refused (`detached_process`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    tool: Literal["process_start"]
+    """
+    The tool: `process_start`.
+    """
+    argv: Annotated[list[CommandArgument], Field(max_length=256, min_length=1)]
+    """
+    The program and its arguments, 1 to 256 strings; no shell is involved. The program is looked up on the command's PATH in the execution environment.
+    """
+    cwd: PersonalWorkingDirectory
+    """
+    The working directory in the Personal files root.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvironmentValue,
+        ],
+        Field(max_length=64),
+    ]
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+
+
+class ProcessWriteAction(WireModel):
+    """
+    Writes input to a process started by an approved `process_start` of this space that is still running. Each write is its own card, and no rule ever handles one: starting a process, or approving an earlier write, approves no later input.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tool: Literal["process_write"]
+    """
+    The tool: `process_write`.
+    """
+    process_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The process, as named by the receipt of its `process_start` (`ActionReceipt.process_id`). Any other ID gets `unknown_process`.
+    """
+    data: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 65536},
+            max_length=65536,
+            min_length=1,
+        ),
+    ]
+    """
+    The input, written as UTF-8: 1 byte to 64 KiB.
     """
 
 
@@ -508,6 +1156,51 @@ class PushUnregisterResult(WireModel):
     """
 
 
+class ReviewSettings(WireModel):
+    """
+    The space's automatic-review setting. A new Personal space has automatic review on; a choice the owner made (`explicit`) is kept as it is.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    automatic_review: bool
+    """
+    True when automatic review decides the cards that no rule handles; false when they wait for the owner.
+    """
+    explicit: bool
+    """
+    True once the owner has set the value (`approvals.review.set`); false while it is the default.
+    """
+    revision: Annotated[int, Field(ge=0, le=9223372036854775807)]
+    """
+    The setting's revision: 0 until the owner first sets it, one more at every change.
+    """
+
+
+class ReviewVerdict(StrEnum):
+    """
+    What automatic review concluded about an action.
+    """
+
+    ALLOW = "allow"
+    """
+    The action does what the owner's request asked: the card is approved by review.
+    """
+    DENY = "deny"
+    """
+    The action should not run: the card is `denied` and never runs.
+    """
+    UNSURE = "unsure"
+    """
+    The reviewer could not tell, or evidence was missing (for example no authenticated user request behind the action): the card waits for the owner.
+    """
+    UNAVAILABLE = "unavailable"
+    """
+    No verdict: no model, a failure, a malformed answer or the deadline passed. The card waits for the owner.
+    """
+
+
 class UserHostClientInfo(WireModel):
     """
     A client implementation's name and version, for diagnostics only; the host derives no authority from them.
@@ -601,11 +1294,11 @@ class UserHostErrorCode(StrEnum):
     """
     NOT_FOUND = "not_found"
     """
-    The named session, message, attachment, question or registration does not exist, or is not owned by the caller in the host's user space and product domain.
+    The named session, message, attachment, question, registration, approval card or rule does not exist, or is not owned by the caller in the host's user space and product domain.
     """
     STALE_REVISION = "stale_revision"
     """
-    The write's `expected_revision` is not the current revision. The client rereads the current state before retrying.
+    The write's `expected_revision` is not the current revision, or an approval card's digest is not its current one or the card is no longer waiting. The client rereads the current state before retrying.
     """
     REQUEST_ID_CONFLICT = "request_id_conflict"
     """
@@ -899,6 +1592,32 @@ class UserQuestionStatus(StrEnum):
     """
 
 
+class WriteFileAction(WireModel):
+    """
+    Replaces a file's content in the Personal files root, creating the file if it is missing. An existing target MUST be a regular file with a single link, reached through no symbolic link; else the action is refused (`ActionRefusal`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tool: Literal["write_file"]
+    """
+    The tool: `write_file`.
+    """
+    path: PersonalFilePath
+    """
+    The file to write.
+    """
+    content: Annotated[str, Field(json_schema_extra={"x-max-utf8-bytes": 1048576}, max_length=1048576)]
+    """
+    The new content, written as UTF-8: at most 1 MiB (1,048,576 bytes).
+    """
+    create_dirs: bool
+    """
+    When true, missing parent directories are created; when false, a missing parent makes the action fail.
+    """
+
+
 class AgentsReactResult(WireModel):
     """
     The outcome of a reaction write.
@@ -961,6 +1680,314 @@ class AgentsSendResult(WireModel):
     """
 
 
+class ApprovalDecision(WireModel):
+    """
+    The saved decision on a card.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    by: ApprovalDecider
+    """
+    Who decided.
+    """
+    verdict: ApprovalVerdict
+    """
+    What was decided.
+    """
+    rule_id: Annotated[ApprovalRuleId | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present only when `by` is `rule`: the rule that approved the card.
+    """
+    reason: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=1024, min_length=1),
+    ] = None
+    """
+    Present when the decider gave one (review always does): why, for the owner.
+    """
+    decided_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the decision was saved (RFC 3339).
+    """
+
+
+class ApprovalReview(WireModel):
+    """
+    Automatic review's verdict on a card. The reviewer is the current Personal model, called once, without tools and with a deadline, on the original authenticated user request and the card's exact action and preview. Review only allows or denies this one action: it never grants access, and never overrides the host's refusals (`ActionRefusal`), the execution sandbox or the authorization provider.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    verdict: ReviewVerdict
+    """
+    The verdict.
+    """
+    reason: Annotated[str, Field(max_length=1024, min_length=1)]
+    """
+    Why, in one or a few sentences, for the owner.
+    """
+    reviewed_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the verdict was saved (RFC 3339).
+    """
+
+
+class ApprovalsReviewReadResult(WireModel):
+    """
+    The space's automatic-review setting.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: ReviewSettings
+    """
+    The setting.
+    """
+
+
+class ApprovalsReviewSetResult(WireModel):
+    """
+    The setting after the change.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: ReviewSettings
+    """
+    The setting, now `explicit`; a retry gets it as it now stands.
+    """
+
+
+class CommandActionPreview(WireModel):
+    """
+    The preview of an `exec_command` or `process_start` action: the whole invocation as it would run.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    kind: Literal["command"]
+    """
+    The preview kind: `command`.
+    """
+    argv: Annotated[list[CommandArgument], Field(max_length=256, min_length=1)]
+    """
+    The program and its arguments, as the action gives them.
+    """
+    resolved_command: Annotated[str | None, Field(max_length=4096, min_length=2, pattern="^/")]
+    """
+    The absolute path the program resolves to in the execution environment when the card is made, or null when it is not found. A different resolution before the effect starts makes the card `stale`.
+    """
+    cwd: PersonalWorkingDirectory
+    """
+    The working directory in the Personal files root.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvironmentValue,
+        ],
+        Field(max_length=64),
+    ]
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+    permission_mode: PermissionMode
+    """
+    The permission mode the command runs under: `standard` for every Personal action.
+    """
+
+
+class CommandRuleMatch(WireModel):
+    """
+    A command rule matches an `exec_command` or `process_start` action exactly when the entire invocation is the same: every argument of `argv` (never a prefix: a rule for `git status` does not match `git status --porcelain` or `git`), the resolved command, the working directory, the whole environment and the permission mode. The command's timeout is not part of it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    argv: Annotated[list[CommandArgument], Field(max_length=256, min_length=1)]
+    """
+    The exact program and arguments.
+    """
+    resolved_command: Annotated[str, Field(max_length=4096, min_length=2, pattern="^/")]
+    """
+    The exact absolute path the program resolves to. A command that resolves to nothing can have no rule.
+    """
+    cwd: PersonalWorkingDirectory
+    """
+    The exact working directory.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvironmentValue,
+        ],
+        Field(max_length=64),
+    ]
+    """
+    The exact extra environment: the same variables with the same values, no more, no fewer.
+    """
+    permission_mode: PermissionMode
+    """
+    The exact permission mode.
+    """
+
+
+class EditFileAction(WireModel):
+    """
+    Replaces text in an existing file of the Personal files root. The target MUST be a regular file with a single link, reached through no symbolic link; else the action is refused (`ActionRefusal`). When `old_string` does not occur, or occurs more than once without `replace_all`, the action fails and the file is unchanged.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tool: Literal["edit_file"]
+    """
+    The tool: `edit_file`.
+    """
+    path: PersonalFilePath
+    """
+    The file to edit.
+    """
+    old_string: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 1048576},
+            max_length=1048576,
+            min_length=1,
+        ),
+    ]
+    """
+    The exact text to replace: 1 byte to 1 MiB of UTF-8.
+    """
+    new_string: Annotated[str, Field(json_schema_extra={"x-max-utf8-bytes": 1048576}, max_length=1048576)]
+    """
+    The replacement text: at most 1 MiB of UTF-8.
+    """
+    replace_all: bool
+    """
+    When true, every occurrence is replaced; when false, `old_string` MUST occur exactly once.
+    """
+
+
+class ExecCommandAction(WireModel):
+    """
+    Runs a native command to completion in the Personal files root, in `standard`. The command and every process it starts end with it: Personal never runs a detached process, and an action that would start one is refused (`detached_process`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    tool: Literal["exec_command"]
+    """
+    The tool: `exec_command`.
+    """
+    argv: Annotated[list[CommandArgument], Field(max_length=256, min_length=1)]
+    """
+    The program and its arguments, 1 to 256 strings; no shell is involved. The program is looked up on the command's PATH in the execution environment.
+    """
+    cwd: PersonalWorkingDirectory
+    """
+    The working directory in the Personal files root.
+    """
+    env: Annotated[
+        dict[
+            Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")],
+            EnvironmentValue,
+        ],
+        Field(max_length=64),
+    ]
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+    timeout_ms: Annotated[int, Field(ge=1, le=3600000)]
+    """
+    Milliseconds after which whatever is left of the command's process tree is killed: 1 ms to 1 hour.
+    """
+
+
+class FileOriginal(WireModel):
+    """
+    A target file's original as found when the card was made. When it exists, `size` and `sha256` identify it whether or not it is shown; before the effect starts the host checks that the target is still the same (still missing, or the same size and digest), else the card becomes `stale`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    state: OriginalState
+    """
+    What is shown of the original.
+    """
+    text: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 65536, "x-not-null": True},
+            max_length=65536,
+        ),
+    ] = None
+    """
+    Present only when `state` is `text`: the whole original.
+    """
+    reason: Annotated[OriginalUnavailableReason | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present only when `state` is `unavailable`: why it is not shown.
+    """
+    size: Annotated[
+        int | None,
+        Field(ge=0, json_schema_extra={"x-not-null": True}, le=9223372036854775807),
+    ] = None
+    """
+    Present unless `state` is `missing`: the original's size in bytes.
+    """
+    sha256: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, pattern="^[0-9a-f]{64}\\Z"),
+    ] = None
+    """
+    Present unless `state` is `missing`: lowercase hexadecimal SHA-256 of the original's bytes.
+    """
+
+
+class FileRuleMatch(WireModel):
+    """
+    A file rule matches a `write_file` or `edit_file` action exactly when its operation is `operation` and its path is `path`, byte for byte: never another operation, a parent, a child or a glob.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: PersonalFilePath
+    """
+    The exact path.
+    """
+    operation: FileOperation
+    """
+    The exact operation.
+    """
+
+
 class HistoryMessage(WireModel):
     """
     One message of the public conversation projection. It exposes attachment metadata, never local paths or inline file bytes.
@@ -1009,6 +2036,10 @@ class HistoryMessage(WireModel):
     ] = None
     """
     Present only on an assistant message that asks a waiting-user question: the ID to decide it with `user_question/answer` or `user_question/dismiss`.
+    """
+    approval_id: Annotated[ApprovalCardId | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present only on an assistant message about an approval card: the card's anchor, which shows it, and the message that reports its outcome. Read the card with `approvals.list` by `card_ids`.
     """
 
 
@@ -1112,6 +2143,18 @@ class MessageReactionSnapshot(WireModel):
     """
 
 
+PersonalAction = TypeAliasType(
+    "PersonalAction",
+    Annotated[
+        WriteFileAction | EditFileAction | ExecCommandAction | ProcessStartAction | ProcessWriteAction,
+        Field(discriminator="tool", title="PersonalAction"),
+    ],
+)
+"""
+One tool call of the Personal agent that needs approval, told apart by `tool`. Every field is explicit (there are no defaults), so that an action has one form and one digest (`ActionDigest`).
+"""
+
+
 class PluginClientCancelParams(WireModel):
     """
     Cancels a `plugin/client/request` in flight on the same connection. The cancel is answered at once. The named request still gets exactly one response: its result if it finished anyway, else the error `cancelled`. Cancelling revokes the call's live foreground authority; it does not undo work already admitted.
@@ -1128,7 +2171,7 @@ class PluginClientCancelParams(WireModel):
 
 class PluginClientInvalidateParams(WireModel):
     """
-    A content-free notice, sent through the host's generation-scoped client invalidation service to the connections whose captured graph is `graph_generation`, that durable plugin state changed. It carries no state: the client rereads it (reactions with `agents.reactions`) and ignores revisions older than those it holds. Delivery is best-effort: clients recover lost notices by rereading on reconnect and periodically, and a failed delivery never rolls back the change.
+    A content-free notice, sent through the host's generation-scoped client invalidation service to the connections whose captured graph is `graph_generation`, that durable plugin state changed. It carries no state: the client rereads it (reactions with `agents.reactions`, approval cards with `approvals.list`) and ignores revisions older than those it holds. Delivery is best-effort: clients recover lost notices by rereading on reconnect and periodically, and a failed delivery never rolls back the change.
     """
 
     model_config = ConfigDict(
@@ -1340,6 +2383,72 @@ class AgentsReactionsResult(WireModel):
     """
 
 
+ApprovalRuleMatch = TypeAliasType(
+    "ApprovalRuleMatch",
+    Annotated[FileRuleMatch | CommandRuleMatch, Field(title="ApprovalRuleMatch")],
+)
+"""
+What a rule matches, by its kind: a file rule's or a command rule's match.
+"""
+
+
+class FileActionPreview(WireModel):
+    """
+    The preview of a `write_file` or `edit_file` action: the target, its original as found when the card was made, and the change.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["file"]
+    """
+    The preview kind: `file`.
+    """
+    path: PersonalFilePath
+    """
+    The target file.
+    """
+    operation: FileOperation
+    """
+    The change.
+    """
+    original: FileOriginal
+    """
+    The target as it was when the card was made: the precondition the action is checked against before it starts.
+    """
+    content: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 1048576, "x-not-null": True},
+            max_length=1048576,
+        ),
+    ] = None
+    """
+    Present only for `write_file`: the new content.
+    """
+    old_string: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 1048576, "x-not-null": True},
+            max_length=1048576,
+            min_length=1,
+        ),
+    ] = None
+    """
+    Present only for `edit_file`: the text replaced.
+    """
+    new_string: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 1048576, "x-not-null": True},
+            max_length=1048576,
+        ),
+    ] = None
+    """
+    Present only for `edit_file`: the replacement text.
+    """
+
+
 class HttpErrorResponse(WireModel):
     """
     The body of every HTTP error response but 401's (which is empty). Its status is the one `x-http-status` of `UserHostErrorCode` gives `error.data.code`, or 413 for a body over max_frame_bytes (code `parse_error`) and 405 for an HTTP method the path does not serve (code `unsupported_method`).
@@ -1429,6 +2538,36 @@ class PluginClientRequestParams(WireModel):
     """
 
 
+class RulePreview(WireModel):
+    """
+    The rule that `Handle automatically next time` would save for a card, shown before it is saved. Previewing writes nothing, and saving the rule does not decide the card: approving this action is a separate write (`approvals.decide`).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    card_id: ApprovalCardId
+    """
+    The card the rule is derived from.
+    """
+    kind: ApprovalRuleKind
+    """
+    What the rule would match.
+    """
+    match: ApprovalRuleMatch
+    """
+    Exactly what the rule would match: the card's path and operation, or its whole invocation.
+    """
+    description: Annotated[str, Field(max_length=1024, min_length=1)]
+    """
+    What the rule would permit, in words, for the owner (for example `Write notes/todo.txt`).
+    """
+    preview_digest: ActionDigest
+    """
+    `sha256:` and the lowercase hexadecimal SHA-256 of the canonical JSON (RFC 8785) of an object with `kind` and `match`: what `approvals.rules.save` names, so that the saved rule is exactly the one shown.
+    """
+
+
 class UserHostInitializeResult(WireModel):
     """
     The host's answer to a successful `initialize`. `user_space_id` and `product_domain` are fixed for the host's entire lifetime, are separate from the additive isolation report, and do not change with the extension inventory. A client MUST check both against the user space and domain it expects before calling Personal services, and MUST close the connection on a mismatch.
@@ -1476,4 +2615,245 @@ class UserHostInitializeResult(WireModel):
     ]
     """
     The optional protocol capabilities in effect on this connection: those the client listed that the host also supports. Empty in this version.
+    """
+
+
+ActionPreview = TypeAliasType(
+    "ActionPreview",
+    Annotated[
+        FileActionPreview | CommandActionPreview | ProcessInputPreview,
+        Field(discriminator="kind", title="ActionPreview"),
+    ],
+)
+"""
+The expandable details of a card, told apart by `kind`.
+"""
+
+
+class ApprovalCard(WireModel):
+    """
+    One action under approval, as the owner sees it: what it does and its consequence first (`summary`), the details to expand (`preview`), and the exact `digest` and `revision` a decision names. The host saves the card before any policy runs, and saves each status change (a revision) before it acts on it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    card_id: ApprovalCardId
+    """
+    The card's ID.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID of the main conversation the card is shown in.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the card's anchor: the assistant message that shows the card (its `HistoryMessage.approval_id` is this card's).
+    """
+    source: ApprovalSource
+    """
+    Where the action comes from.
+    """
+    task_id: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only when `source` is `task`: the task that asked for the action.
+    """
+    action: PersonalAction
+    """
+    The exact action, as the agent called it.
+    """
+    digest: ActionDigest
+    """
+    The action's digest on its preconditions at the card's creation. A decision MUST name it.
+    """
+    revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The card's revision: 1 when created, one more at every status change. A decision MUST name the current one.
+    """
+    status: ApprovalStatus
+    """
+    Where the card stands.
+    """
+    summary: Annotated[str, Field(max_length=512, min_length=1)]
+    """
+    One line that states the action's consequence first, for example `Create notes/todo.txt (12 bytes)` or `Run git status in .`.
+    """
+    preview: ActionPreview
+    """
+    The details the owner can expand: the file change or the command.
+    """
+    created_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the card was saved (RFC 3339).
+    """
+    expires_at: Annotated[
+        str | None,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    For a `task` card, `created_at` plus 30 minutes: a card still waiting then becomes `expired` (at the latest when it is next read or decided) and never runs. Null for a `main_chat` card, which has no fixed expiry.
+    """
+    decision: Annotated[ApprovalDecision | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present once the card is decided: who approved or denied it.
+    """
+    review: Annotated[ApprovalReview | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present once automatic review has looked at the card: its verdict, whatever the decision.
+    """
+    receipt: Annotated[ActionReceipt | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present once the execution has ended or its outcome became unknown: the saved receipt.
+    """
+
+
+class ApprovalRule(WireModel):
+    """
+    A saved rule of the owner for this Personal space: it handles future actions that match it, and only those decided after it is saved. Saving, switching, pausing or deleting a rule never changes a card that is already waiting (no bulk approval); before an approved action's effect starts, the host checks the rules again (`ApprovalStatus` `stale`). `process_write` is never handled by a rule.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    rule_id: ApprovalRuleId
+    """
+    The rule's ID.
+    """
+    kind: ApprovalRuleKind
+    """
+    What the rule matches; it names the branch of `match`.
+    """
+    match: ApprovalRuleMatch
+    """
+    The exact actions the rule matches.
+    """
+    mode: ApprovalRuleMode
+    """
+    What the rule does to a matching action.
+    """
+    paused: bool
+    """
+    True while the owner has paused the rule: a paused rule matches nothing, in either mode.
+    """
+    revision: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The rule's revision: 1 when saved, one more at every change. An update or deletion MUST name the current one.
+    """
+    created_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the rule was saved (RFC 3339).
+    """
+    updated_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the rule last changed (RFC 3339); `created_at` until then.
+    """
+    source_card_id: ApprovalCardId
+    """
+    The card whose rule preview the rule was saved from.
+    """
+
+
+class ApprovalsDecideResult(WireModel):
+    """
+    The card after the decision.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    card: ApprovalCard
+    """
+    The card as it stands when the reply is sent: `denied`, or `approved` or a later status. A retry gets the card as it now stands.
+    """
+
+
+class ApprovalsListResult(WireModel):
+    """
+    The cards read.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    cards: Annotated[list[ApprovalCard], Field(max_length=100)]
+    """
+    With `card_ids`, exactly those cards, in their order; without, the session's waiting cards, oldest first, at most 100.
+    """
+
+
+class ApprovalsRulesListResult(WireModel):
+    """
+    The owner's rules of this Personal space.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    rules: list[ApprovalRule]
+    """
+    Every rule of the owner in this space, paused ones included, oldest first.
+    """
+
+
+class ApprovalsRulesPreviewResult(WireModel):
+    """
+    The rule preview.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    preview: RulePreview
+    """
+    The rule that would be saved.
+    """
+
+
+class ApprovalsRulesSaveResult(WireModel):
+    """
+    The saved rule.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    rule: ApprovalRule
+    """
+    The rule as saved; a retry gets it as it now stands (`not_found` once it is deleted).
+    """
+
+
+class ApprovalsRulesUpdateResult(WireModel):
+    """
+    The updated rule.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    rule: ApprovalRule
+    """
+    The rule after the update; a retry gets it as it now stands (`not_found` once it is deleted).
     """

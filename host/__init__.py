@@ -1,8 +1,11 @@
-"""The host side, in two halves that share the folder and nothing else (import-linter keeps them apart):
+"""The host side, in two halves that share the folder (import-linter keeps them apart):
 
 - the execution environments (the modules below): profiles, backends and the `wuu-host adapter` bridge;
 - the user host (`wuu.host.userhost`): one execution authority bound to a user space and product domain,
   served over the user-host RPC, with its storage and the `wuu-userhost` and `wuu` commands.
+
+The environments import nothing of the user host. The user host imports them in one module only:
+`wuu.host.userhost.personal.approvals.execution`, which runs approved Personal actions through an environment.
 
 The execution environments:
 

@@ -62,3 +62,33 @@ async def test_the_personal_session_runs_against_a_host(tmp_path: Path) -> None:
     assert found["receipts"].receipts[0].client_input_id == "in-1"
     assert [message.message_seq for message in found["found"].messages] == [2, 1]
     assert found["found"].messages[0].reactions.owner == "🎉"
+
+
+async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None:
+    """The README's session of actions under approval, run as written against a Personal host: allow once
+    writes the file, a saved rule handles the identical request, a denied command never runs."""
+    host = await UserHost.start(
+        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
+    )
+    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
+    body = "\n".join(f"    {line}" for line in example("personal-approvals").splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
+    try:
+        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
+    finally:
+        await server.close()
+        await host.close()
+    files = tmp_path / "user-spaces" / "local" / "personal" / "files"
+    assert (files / "notes" / "todo.txt").read_text() == "milk, eggs"
+    assert not (files / "ran").exists()
+    card, done, again, denied = found["card"], found["done"], found["again"], found["denied"]
+    assert (card.status.value, card.summary) == ("waiting", "Create notes/todo.txt (10 bytes)")
+    assert done.status.value == "succeeded" and done.receipt.digest == card.digest
+    assert again.status.value == "succeeded" and again.decision.by.value == "rule"
+    assert again.decision.rule_id == found["rule"].rule_id
+    assert denied.status.value == "denied" and denied.receipt is None
+    shown = [
+        (message.text, message.approval_id) for message in reversed(found["history"]) if message.approval_id
+    ]
+    assert shown[:2] == [(card.summary, card.card_id), (f"Done: {card.summary}", card.card_id)]

@@ -37,7 +37,8 @@ from .grpc_service import GrpcServer
 from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .idle import DEFAULT_IDLE_SECONDS
-from .personal import StoreError, StoreVersionError, personal
+from .personal import ModelConfig, StoreError, StoreVersionError, personal
+from .personal.approvals.execution import ExecutionConfigError, load_profile
 from .server import Server
 from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
@@ -45,8 +46,28 @@ from .unix import SocketInUse, UnixServer
 
 log = logging.getLogger("wuu.host.userhost")
 
+
+def _personal(args: argparse.Namespace) -> list[Composer]:
+    """The Personal module with the model and the execution profile of `serve`'s flags."""
+    model = None
+    if args.model_config is not None:
+        try:
+            model = ModelConfig.parse(json.loads(args.model_config.read_text(encoding="utf-8"))).adapter()
+        except (OSError, ValueError) as error:  # ModelConfigError and JSON errors are ValueErrors
+            raise UsageError(f"--model-config: {args.model_config}: {error}") from None
+    execution = None
+    if args.execution_config is not None:
+        try:
+            execution = load_profile(args.execution_config, args.execution_profile)
+        except ExecutionConfigError as error:
+            raise UsageError(f"--execution-config: {error}") from None
+    elif args.execution_profile is not None:
+        raise UsageError("--execution-profile: needs --execution-config, the file that defines the profile")
+    return [personal(model=model, execution=execution)]
+
+
 # The composition profiles this installation can compose, by name: each gives the modules to build.
-COMPOSITION_PROFILES: dict[str, Callable[[], list[Composer]]] = {"personal": lambda: [personal()]}
+COMPOSITION_PROFILES: dict[str, Callable[[argparse.Namespace], list[Composer]]] = {"personal": _personal}
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({})))
 
 
@@ -89,6 +110,24 @@ def parser() -> argparse.ArgumentParser:
         "--composition-profile",
         metavar="NAME",
         help="the composition to load: personal (the Personal plugin and its store); none by default",
+    )
+    serve.add_argument(
+        "--model-config",
+        type=Path,
+        metavar="FILE",
+        help="personal: a JSON model configuration for the main agent and automatic review, "
+        '{"kind": "openai_chat", "base_url": ..., "model": ..., "api_key_env": ...} for an OpenAI-compatible '
+        "endpoint (default: the deterministic stand-in)",
+    )
+    serve.add_argument(
+        "--execution-config",
+        type=Path,
+        metavar="FILE",
+        help="personal: the execution_environments configuration whose profile runs approved actions "
+        "(default: a local native worker bound to the space's files folder)",
+    )
+    serve.add_argument(
+        "--execution-profile", metavar="NAME", help="the profile of --execution-config (default: its default)"
     )
     serve.add_argument(
         "--isolation",
@@ -289,6 +328,19 @@ async def serve(args: argparse.Namespace) -> int:
     transports = _transports(args)
     home = _home(args.home)
     modules: list[Composer] = []
+    personal_flags = [
+        flag
+        for flag, value in (
+            ("--model-config", args.model_config),
+            ("--execution-config", args.execution_config),
+            ("--execution-profile", args.execution_profile),
+        )
+        if value is not None
+    ]
+    if personal_flags and args.composition_profile != "personal":
+        raise UsageError(
+            f"{personal_flags[0]}: configures the personal composition profile, which is not loaded"
+        )
     if args.composition_profile is not None:
         if args.composition_profile not in COMPOSITION_PROFILES:
             known = ", ".join(sorted(COMPOSITION_PROFILES)) or "none"
@@ -296,7 +348,7 @@ async def serve(args: argparse.Namespace) -> int:
                 f"--composition-profile: no profile {args.composition_profile!r} in this installation "
                 f"(available: {known})"
             )
-        modules = COMPOSITION_PROFILES[args.composition_profile]()
+        modules = COMPOSITION_PROFILES[args.composition_profile](args)
     host = await UserHost.start(
         user_space_id=args.user_space,
         product_domain=args.product_domain,

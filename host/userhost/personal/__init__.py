@@ -1,13 +1,15 @@
 """The Personal plugin (`wuu.personal`) and its durable store: the main conversation, input receipts,
-attachments, history and search, and reactions (spec/schema/userhost/personal.schema.json,
-spec/schema/receipts/).
+attachments, history and search, reactions, and actions under approval (spec/schema/userhost/personal.schema.json,
+approvals.schema.json, spec/schema/receipts/).
 
 `personal()` is the composition module an embedding (or `wuu-userhost serve --composition-profile
 personal`) adds to a host; `SessionDomain` is the provider interface a replacement store implements.
 """
 
-from .agent import Agent, AgentStep, ModelContext, StandInAgent
+from .agent import Agent, AgentStep, ModelContext
 from .composition import personal, sqlite_provider
+from .model import ModelAdapter, ModelConfig, OpenAIChatModel, StandInModel
+from .model_agent import ModelAgent
 from .plugin import FINGERPRINT, PLUGIN_ID, PersonalPlugin
 from .provider import ContextMessage, ReactionChange, SessionDomain
 from .sqlite.schema import StoreVersionError
@@ -20,12 +22,16 @@ __all__ = [
     "Agent",
     "AgentStep",
     "ContextMessage",
+    "ModelAdapter",
+    "ModelAgent",
+    "ModelConfig",
     "ModelContext",
+    "OpenAIChatModel",
     "PersonalPlugin",
     "ReactionChange",
     "SessionDomain",
     "SqliteSessionDomain",
-    "StandInAgent",
+    "StandInModel",
     "StoreError",
     "StoreVersionError",
     "personal",

@@ -10,8 +10,8 @@ replies (`reply`) and reacts to user messages (`react`: the `react_to_message` o
 spec/schema/receipts/reactions.schema.json). Nothing a client, a plugin response or a receipt field says
 can set `read_at` (spec/schema/receipts/input.schema.json): only `assemble` does.
 
-`StandInAgent` is the bundled agent: a deterministic stand-in for a model, named as such, used by the tests
-and the demo. A real model plugs in through the same interface.
+The bundled agent is `model_agent.ModelAgent` on a model adapter (by default the deterministic
+`StandInModel`); any other agent plugs in through the same interface.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -64,6 +64,7 @@ class AgentStep:
         reactions_mark: int,
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
+        act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
     ) -> None:
         self.session_id = session_id
         self.pending = tuple(pending)
@@ -79,6 +80,7 @@ class AgentStep:
         self._reactions_mark = reactions_mark
         self._reacted = reacted
         self._ask = ask
+        self._act = act
         self.replies: list[int] = []
 
     async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
@@ -108,6 +110,24 @@ class AgentStep:
         updates that task. The question ID."""
         return await self._ask(text, request_id)
 
+    async def tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> str:
+        """Make one tool call of the agent's model; what the model is told of it. `ask_owner` asks the owner a
+        question; the action tools (`write_file`, `edit_file`, `exec_command`, `process_start`,
+        `process_write`) become approval cards of the host (spec/schema/userhost/approvals.schema.json), bound
+        to the input this step answers as the original user request. A call ID names one call: a retry of the
+        same call gets the card it already has."""
+        if name == ASK_OWNER:
+            question = arguments.get("question")
+            if not isinstance(question, str) or not question:
+                return "refused (invalid_action): ask_owner needs a non-empty question"
+            # The task's dispatch ID derives from the input and the question (within the 128 characters of
+            # an ID): a repeated step asks once.
+            answered = self.pending[-1].client_input_id if self.pending else call_id
+            request_id = "ask-" + hashlib.sha256(f"{answered}\n{question}".encode()).hexdigest()[:32]
+            return f"asked the owner: question {await self.ask(question, request_id)}"
+        request = self.pending[-1].text if self.pending else ""
+        return await self._act(call_id, name, arguments, request)
+
     async def record(self, kind: str, text: str) -> int:
         """Save a hidden record of the step (`reasoning`, or a `tool` call's record): part of the session's
         history, never of what clients read or search. Its history sequence."""
@@ -132,32 +152,15 @@ class AgentStep:
         return written.state
 
 
+ASK_OWNER = "ask_owner"
+"""The tool that asks the owner a waiting-user question through a hidden task."""
+
+
 class Agent(Protocol):
     """The main agent of the Personal conversation."""
 
     async def step(self, step: AgentStep) -> None:
         """Take one step: assemble a context, then reply or react (or neither)."""
-
-
-ASK = "/ask "
-
-
-class StandInAgent:
-    """A deterministic stand-in for a model (not a model): each step puts the whole offered history (the recent
-    messages and every waiting input) before its "model" and answers the newest waiting input with
-    `Received: <its text>`; an input that starts with `/ask ` makes it ask the owner the rest of the text as a
-    waiting-user question instead."""
-
-    async def step(self, step: AgentStep) -> None:
-        await step.assemble(step.history)
-        if step.pending:
-            newest = step.pending[-1]
-            if newest.text.startswith(ASK):
-                # The task's dispatch ID derives from the input's, within the 128 characters of an ID.
-                digest = hashlib.sha256(str(newest.client_input_id).encode()).hexdigest()[:32]
-                await step.ask(newest.text[len(ASK) :], f"ask-{digest}")
-            else:
-                await step.reply(f"Received: {newest.text}" if newest.text else "Received your attachments.")
 
 
 class MainAgentLoop:
@@ -173,12 +176,15 @@ class MainAgentLoop:
         admit: Callable[[Coroutine[Any, Any, None]], None],
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
+        act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
     ) -> None:
         """`reacted(session_id, message_seq)` is told of every reaction the agent saves (clients are sent
-        the same content-free notice as for the owner's); `ask(text, request_id)` asks the owner."""
+        the same content-free notice as for the owner's); `ask(text, request_id)` asks the owner;
+        `act(call_id, tool, arguments, request)` proposes an action and says what became of it."""
         self._agent = agent
         self._reacted = reacted
         self._ask = ask
+        self._act = act
         self._store = store
         self._clock = clock
         self._work = SerialWork(admit, self._pass)
@@ -215,7 +221,16 @@ class MainAgentLoop:
             session_id, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
         )
         step = AgentStep(
-            self._store, session_id, self._clock, pending, history, changes, mark, self._reacted, self._ask
+            self._store,
+            session_id,
+            self._clock,
+            pending,
+            history,
+            changes,
+            mark,
+            self._reacted,
+            self._ask,
+            self._act,
         )
         try:
             await self._agent.step(step)

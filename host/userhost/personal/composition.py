@@ -19,12 +19,18 @@ from wuu.generated.models import TaskDeliveryReceipt
 
 from ..authority import Composer, Composition
 from ..storage.review_ledger.startup import require_migrated
-from .agent import Agent, MainAgentLoop, StandInAgent
+from .agent import Agent, MainAgentLoop
+from .approvals.execution import ActionExecutor, ExecutionChoice, WorkerActions
+from .approvals.files import FilesRoot
+from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .model import ModelAdapter, StandInModel
+from .model_agent import ModelAgent
 from .page_tokens import PageTokens
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
+from .reviewer import Reviewer
 from .sqlite.store import SqliteSessionDomain
 from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 
@@ -49,6 +55,9 @@ async def sqlite_provider(host: UserHost, now: datetime) -> SessionDomain:
 def personal(
     *,
     agent: Agent | None = None,
+    model: ModelAdapter | None = None,
+    reviewer: Reviewer | None = None,
+    execution: ExecutionChoice | None = None,
     provider: ProviderFactory = sqlite_provider,
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
@@ -56,7 +65,10 @@ def personal(
     attention_policy: AttentionPolicy | None = None,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
-    """The Personal module. `agent` defaults to the deterministic `StandInAgent`; `reply_turn` is the turn
+    """The Personal module. `model` is the model adapter of the main agent and of automatic review (the
+    deterministic `StandInModel` by default); `agent` replaces the main agent on that model, `reviewer` the
+    review; `execution` is the execution profile approved actions run in (a local native worker bound to the
+    space's files root by default); `reply_turn` is the turn
     that carries a task's reply into the main conversation; `attention_policy` the owner's notification
     policy (grouping off by default); `started` is given the plugin once it is built (an embedding drives its
     agent and its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and
@@ -86,13 +98,27 @@ def personal(
             stored = files.stored()
             files.remove(sorted(set(stored) - await store.known_attachments(stored)))
             page_tokens = await asyncio.to_thread(PageTokens.of_state, host.layout.state)
+            thinking = model or StandInModel()
+            actions = WorkerActions(ActionExecutor(host.layout.files, session=main, profile=execution))
+            approvals = ApprovalService(
+                store.approval_ledger(),
+                FilesRoot(host.layout.files),
+                actions,
+                reviewer or Reviewer(thinking),
+                clock,
+                host.admit,
+                lambda card: plugin.invalidate(card.session_id, card.message_seq, "approvals"),
+            )
             loop = MainAgentLoop(
-                agent or StandInAgent(),
+                agent or ModelAgent(thinking),
                 store,
                 clock,
                 host.admit,
                 lambda *target: plugin.invalidate(*target),
                 board.ask_owner,
+                lambda call_id, tool, arguments, request: approvals.act(
+                    main, call_id, tool, arguments, request
+                ),
             )
             plugin = PersonalPlugin(
                 store=store,
@@ -104,8 +130,10 @@ def personal(
                 tasks=board,
                 attention=attention,
                 page_tokens=page_tokens,
+                approvals=approvals,
                 input_receipts=input_receipts,
             )
+            await approvals.start()
         except BaseException:
             await store.close()
             raise
@@ -117,7 +145,10 @@ def personal(
 
         async def close() -> None:
             attention.close()
-            await store.close()
+            try:
+                await actions.executor.close()
+            finally:
+                await store.close()
 
         return Composition([plugin.plugin()], close, PersonalServices(board, clock))
 

@@ -13,10 +13,9 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TypeVar
 
 import emoji as emoji_data
 import orjson
@@ -39,6 +38,7 @@ from wuu.generated.models import (
     HostSessionAttachmentReadParams,
     HostSessionAttachmentReadResult,
     PluginClientInvalidateParams,
+    PluginInvalidationTopic,
     ReactionActor,
     UserHostErrorCode,
     UserInput,
@@ -48,11 +48,14 @@ from wuu.generated.servers import PersonalServer, personal_handlers
 from ..errors import UserHostError
 from ..plugins import Plugin, PluginCall
 from .agent import MainAgentLoop
+from .approval_methods import ApprovalMethods
+from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
 from .attention import AttentionService
+from .durably import durably
 from .page_tokens import PageTokens
 from .provider import Admission, SessionDomain, Submission
-from .sqlite.messages import micros
+from .stamps import micros
 from .tasks import TaskBoard
 from .wire_errors import refusals_as_wire_errors
 
@@ -60,12 +63,11 @@ log = logging.getLogger("wuu.host.userhost.personal")
 
 PLUGIN_ID = "wuu.personal"
 FINGERPRINT = "wuu.personal/1"
-T = TypeVar("T")
 FRACTION = re.compile(r"\.([0-9]+)")
 
 
 @dataclass
-class PersonalPlugin(PersonalServer[PluginCall]):
+class PersonalPlugin(ApprovalMethods, PersonalServer[PluginCall]):
     """The plugin's state: its provider, the space's attachment files, the main agent's loop and the host's
     notices. `input_receipts` is the `wuu.client-input-receipts` observer: without it no input is admitted."""
 
@@ -81,21 +83,13 @@ class PersonalPlugin(PersonalServer[PluginCall]):
     """The owner's user attention: `subscribe()` for its notifications."""
     page_tokens: PageTokens
     """Issues and checks the space's search page tokens."""
+    approvals: ApprovalService
+    """The space's approval cards, rules and executions."""
     input_receipts: bool = True
 
     def plugin(self) -> Plugin:
         """The plugin as the composition graph lists it."""
         return Plugin(PLUGIN_ID, FINGERPRINT, personal_handlers(self))
-
-    async def _main(self, session_id: str) -> str:
-        """The session ID if it is the main conversation; `not_found` for any other. (The store checks
-        that the main conversation still exists in the same step as the call's own work.)"""
-        main = self.store.main_session_id
-        if session_id != main:
-            raise UserHostError(
-                UserHostErrorCode.NOT_FOUND, f"session {session_id} is not this space's main conversation"
-            )
-        return main
 
     # --- the methods -------------------------------------------------------------------------------
 
@@ -135,7 +129,7 @@ class PersonalPlugin(PersonalServer[PluginCall]):
         staged = await asyncio.to_thread(self.files.stage, decoded) if decoded else []
         try:
             with refusals_as_wire_errors():
-                admission = await _durably(
+                admission = await durably(
                     self.store.admit(replace(submission, attachments=staged), self.clock())
                 )
         except BaseException:
@@ -160,7 +154,7 @@ class PersonalPlugin(PersonalServer[PluginCall]):
             )
         session_id = await self._main(params.session_id)
         with refusals_as_wire_errors():
-            written = await _durably(
+            written = await durably(
                 self.store.react(
                     ReactionActor.OWNER,
                     session_id,
@@ -247,21 +241,21 @@ class PersonalPlugin(PersonalServer[PluginCall]):
             final_sha256=final,
         )
 
-    def invalidate(self, session_id: str, message_seq: int) -> None:
-        """Send the content-free `reactions` notice of a saved write (the owner's or the agent's); a failure
-        to send it never undoes the write."""
+    def invalidate(self, session_id: str, message_seq: int, topic: str = "reactions") -> None:
+        """Send the content-free notice of a saved write: a reaction (the owner's or the agent's), or a card
+        created or settled (`approvals`, the card's anchor). A failure to send it never undoes the write."""
         try:
             self.notify(
                 PluginClientInvalidateParams(
                     graph_generation=self.graph_generation(),
                     plugin_id=PLUGIN_ID,
-                    topic="reactions",
+                    topic=PluginInvalidationTopic(topic),
                     session_id=session_id,
                     message_seqs=[message_seq],
                 )
             )
         except Exception:
-            log.exception("the reactions notice failed; the reaction stays saved")
+            log.exception("the %s notice failed; the write stays saved", topic)
 
 
 def binding_digest(session_id: str, user_input: UserInput) -> str:
@@ -306,15 +300,3 @@ def _bound(value: str | None, field: str) -> int | None:
 
 def _sent(admission: Admission) -> AgentsSendResult:
     return AgentsSendResult(receipt=admission.receipt, replayed=admission.replayed)
-
-
-async def _durably(write: Awaitable[T]) -> T:
-    """Await a store write to its end even when the call is cancelled meanwhile: once a write is submitted
-    its outcome is the call's answer (a cancelled call still gets exactly one reply, here its result)."""
-    task = asyncio.ensure_future(write)
-    while True:
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                return task.result()

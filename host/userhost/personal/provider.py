@@ -30,6 +30,8 @@ from wuu.generated.models import (
     UserQuestionStatus,
 )
 
+from .approval_ledger import ApprovalLedger
+
 
 @dataclass(frozen=True)
 class StagedAttachment:
@@ -317,6 +319,9 @@ class SessionDomain(Protocol):
 
     def task_ledger(self) -> TaskLedger:
         """The space's durable tasks, deliveries, questions and push registrations."""
+
+    def approval_ledger(self) -> ApprovalLedger:
+        """The space's approval cards, rules and automatic-review setting."""
 
     async def close(self) -> None:
         """Finish pending writes and release the store."""

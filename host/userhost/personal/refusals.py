@@ -33,7 +33,7 @@ class NotReactionTarget(Refusal):
 
 
 class StaleRevision(Refusal):
-    """The reaction write expected another revision than the message is at."""
+    """The write expected another revision (or digest) than the message, card, rule or setting is at."""
 
 
 class QuestionNotFound(Refusal):
@@ -42,3 +42,11 @@ class QuestionNotFound(Refusal):
 
 class QuestionAlreadyDecided(Refusal):
     """The question already has another decision."""
+
+
+class CardNotFound(Refusal):
+    """No such approval card in this session."""
+
+
+class RuleNotFound(Refusal):
+    """No such approval rule in this space."""

@@ -1,6 +1,6 @@
 """The store's refusals as the user host's errors: the one place a rule of the Personal store gets its wire code
 (spec/schema/userhost/envelope.schema.json names the codes, spec/schema/userhost/personal.schema.json and
-questions.schema.json the methods that answer them)."""
+questions.schema.json and approvals.schema.json the methods that answer them)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from wuu.generated.models import UserHostErrorCode
 
 from ..errors import UserHostError
 from .refusals import (
+    CardNotFound,
     ClientInputIdTaken,
     MainSessionMissing,
     NotReactionTarget,
@@ -18,6 +19,7 @@ from .refusals import (
     QuestionNotFound,
     Refusal,
     RequestIdConflict,
+    RuleNotFound,
     SessionNotFound,
     StaleRevision,
 )
@@ -31,6 +33,8 @@ CODES: dict[type[Refusal], tuple[UserHostErrorCode, str | None]] = {
     StaleRevision: (UserHostErrorCode.STALE_REVISION, None),
     QuestionNotFound: (UserHostErrorCode.NOT_FOUND, None),
     QuestionAlreadyDecided: (UserHostErrorCode.QUESTION_ALREADY_DECIDED, None),
+    CardNotFound: (UserHostErrorCode.NOT_FOUND, None),
+    RuleNotFound: (UserHostErrorCode.NOT_FOUND, None),
 }
 """Each refusal's code, and the params field it names (for `invalid_params`)."""
 

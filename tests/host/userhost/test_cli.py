@@ -29,6 +29,9 @@ FLAGS = [
     "--user-space",
     "--product-domain",
     "--composition-profile",
+    "--model-config",
+    "--execution-config",
+    "--execution-profile",
     "--isolation",
     "--home",
     "--stdio",
@@ -103,6 +106,52 @@ def test_a_host_that_cannot_start_exits_2_naming_why_and_writes_nothing(
     assert "Traceback" not in done.stderr
     assert everything_under(home) == []
     assert list(run_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--model-config", "{missing}"], "--model-config: {missing}: [Errno 2]"),
+        (["--model-config", "{list}"], "a model configuration is a JSON object, not list"),
+        (["--model-config", "{unknown_kind}"], "kind: 'gpt' is neither 'stand_in' nor 'openai_chat'"),
+        (["--execution-config", "{profiles}", "--execution-profile", "nope"], "no profile is named 'nope'"),
+        (["--execution-config", "{missing}"], "--execution-config: {missing}: no such configuration file"),
+        (["--execution-profile", "local"], "--execution-profile: needs --execution-config"),
+    ],
+    ids=[
+        "missing-model-config",
+        "model-config-not-an-object",
+        "unknown-model-kind",
+        "unknown-execution-profile",
+        "missing-execution-config",
+        "profile-without-config",
+    ],
+)
+def test_a_bad_personal_configuration_exits_2_naming_it(
+    home: Path, run_dir: Path, tmp_path: Path, flags: list[str], named: str
+) -> None:
+    files = {
+        "missing": tmp_path / "missing.json",
+        "list": tmp_path / "list.json",
+        "unknown_kind": tmp_path / "kind.json",
+        "profiles": tmp_path / "profiles.json",
+    }
+    files["list"].write_text("[1]")
+    files["unknown_kind"].write_text('{"kind": "gpt"}')
+    files["profiles"].write_text('{"execution_environments": {"profiles": {}}}')
+    given = [flag.format(**files) for flag in flags]
+    done = run([*BINDING, "--home", str(home), "--stdio", "--composition-profile", "personal", *given])
+    assert done.returncode == 2, done.stderr
+    assert named.format(**files) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert everything_under(home) == []
+
+
+def test_personal_flags_need_the_personal_composition(home: Path, tmp_path: Path) -> None:
+    done = run([*BINDING, "--home", str(home), "--stdio", "--model-config", str(tmp_path / "model.json")])
+    assert done.returncode == 2, done.stderr
+    assert "--model-config: configures the personal composition profile, which is not loaded" in done.stderr
+    assert everything_under(home) == []
 
 
 def test_a_missing_binding_flag_exits_2_naming_it(home: Path) -> None:

@@ -17,8 +17,9 @@ from wuu.generated.models import AttachmentMetadata, InputReceipt
 
 from ..provider import Admission, ContextMessage, StoredAttachment, Submission
 from ..refusals import ClientInputIdTaken, RequestIdConflict
+from ..stamps import rfc3339
 from . import sessions
-from .messages import append_message, rfc3339
+from .messages import append_message
 
 
 def admit(connection: sqlite3.Connection, main: str, submission: Submission, now: datetime) -> Admission:

@@ -15,7 +15,8 @@ from typing import Any
 from wuu.generated.models import TaskDeliveryKind, TaskDeliveryReceipt
 
 from ..provider import TaskRecord, TaskStateError
-from .messages import append_message, rfc3339
+from ..stamps import rfc3339
+from .messages import append_message
 from .sessions import new_id
 
 DELIVERY_COLUMNS = (

@@ -102,7 +102,7 @@ def _history_messages(
 ) -> list[HistoryMessage]:
     messages = []
     for row in rows:
-        _, seq, role, _, _, _, _, _, text, created_at, question_id, _ = row
+        _, seq, role, _, _, _, _, _, text, created_at, question_id, _, approval_id = row
         attachments = connection.execute(
             "SELECT attachment_id, filename, media_type, size, sha256 FROM attachments "
             "WHERE session_id = ? AND message_seq = ? ORDER BY position",
@@ -119,6 +119,8 @@ def _history_messages(
         }
         if question_id is not None:
             message["question_id"] = question_id
+        if approval_id is not None:
+            message["approval_id"] = approval_id
         messages.append(HistoryMessage.model_validate(message))
     return messages
 

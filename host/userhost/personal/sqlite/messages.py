@@ -9,27 +9,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
+
+from ..stamps import micros, rfc3339
 
 VISIBLE = "m.kind = 'text' AND m.hidden = 0"
 """The public conversation projection: visible text, never hidden reasoning or execution-tool records."""
 MESSAGE_COLUMNS = (
     "m.id, m.seq, m.role, m.kind, m.hidden, m.truncated, m.read_only, m.background, m.text, m.created_at, "
-    "m.question_id, s.kind"
+    "m.question_id, s.kind, m.approval_id"
 )
 """The columns of a message row (`m`, joined with its session `s`) as `message` and the history read them."""
-
-
-def rfc3339(moment: datetime) -> str:
-    """A UTC timestamp with microseconds, as the store writes them."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def micros(moment: datetime) -> int:
-    """Microseconds since the epoch."""
-    # Subtracting aware datetimes never overflows (converting one near year 1 or 9999 to UTC can).
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
 
 
 def message(connection: sqlite3.Connection, session_id: str, seq: int) -> Sequence[Any] | None:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from wuu.generated.models import PushProvider, PushRegisterResult
 
-from .messages import rfc3339
+from ..stamps import rfc3339
 from .sessions import new_id
 
 

@@ -11,7 +11,7 @@ from wuu.generated.models import UserQuestionStatus
 
 from ..provider import QuestionDecision
 from ..refusals import QuestionAlreadyDecided, QuestionNotFound, RequestIdConflict
-from .messages import rfc3339
+from ..stamps import rfc3339
 
 
 def decide(

@@ -24,8 +24,9 @@ from wuu.generated.models import (
 
 from ..provider import ReactionChange, ReactionWrite
 from ..refusals import NotReactionTarget, RequestIdConflict, StaleRevision
+from ..stamps import rfc3339
 from . import sessions
-from .messages import message, rfc3339
+from .messages import message
 
 UNSEEN_LOCATORS = 1024
 """Reaction locators kept for the agent's next step; older unseen ones are superseded by newer ones."""
@@ -174,7 +175,7 @@ def eligible(row: Sequence[Any], actor: ReactionActor) -> bool:
     """Whether the actor may react to the message (a row of MESSAGE_COLUMNS): the owner to a saved assistant
     message, the agent to a saved original user message, of the main conversation, neither hidden,
     truncated, read-only nor background."""
-    _, _, role, kind, hidden, truncated, read_only, background, _, _, _, session_kind = row
+    _, _, role, kind, hidden, truncated, read_only, background, _, _, _, session_kind, _ = row
     wanted = "assistant" if actor is ReactionActor.OWNER else "user"
     plain = kind == "text" and not (hidden or truncated or read_only or background)
     return role == wanted and plain and session_kind == "main"

@@ -172,6 +172,63 @@ MIGRATIONS: tuple[str, ...] = (
         UNIQUE (device_id, app_id)
     ) WITHOUT ROWID;
     """,
+    # 5: approval cards and their anchors in history, the owner's rules, the automatic-review setting, and the
+    # request IDs of those writes.
+    """
+    ALTER TABLE messages ADD COLUMN approval_id TEXT;
+    CREATE TABLE approval_cards (
+        id INTEGER PRIMARY KEY,
+        card_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL REFERENCES sessions (session_id),
+        call_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('main_chat', 'task')),
+        task_id TEXT,
+        action TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        precondition TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        request_text TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('waiting', 'approved', 'running', 'succeeded', 'failed',
+            'unknown', 'denied', 'expired', 'cancelled', 'stale')),
+        revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        claimed_at TEXT,
+        decision TEXT,
+        review TEXT,
+        receipt TEXT,
+        updated_at TEXT NOT NULL,
+        UNIQUE (session_id, call_id)
+    );
+    CREATE INDEX approval_cards_by_status ON approval_cards (status, id);
+    CREATE TABLE approval_rules (
+        rule_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('file', 'command')),
+        match TEXT NOT NULL,
+        match_digest TEXT NOT NULL UNIQUE,
+        mode TEXT NOT NULL CHECK (mode IN ('automatic', 'ask_first')),
+        paused INTEGER NOT NULL,
+        revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        source_card_id TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE review_settings (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        automatic_review INTEGER NOT NULL,
+        revision INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE approval_requests (
+        request_id TEXT PRIMARY KEY,
+        method TEXT NOT NULL,
+        params_digest TEXT NOT NULL,
+        target TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..refusals import MainSessionMissing, SessionNotFound
-from .messages import rfc3339
+from ..stamps import rfc3339
 
 
 class StoreError(Exception):

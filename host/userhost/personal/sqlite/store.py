@@ -15,6 +15,7 @@ from pathlib import Path
 
 from wuu.generated.models import HistoryMessage, InputReceipt, MessageReactionSnapshot, ReactionActor
 
+from ..approval_ledger import ApprovalLedger
 from ..provider import (
     Admission,
     ContextMessage,
@@ -25,6 +26,7 @@ from ..provider import (
     TaskLedger,
 )
 from . import admission, history, reactions, sessions
+from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .ledger import SqliteTaskLedger
 from .messages import append_assistant
@@ -58,6 +60,9 @@ class SqliteSessionDomain:
 
     def task_ledger(self) -> TaskLedger:
         return SqliteTaskLedger(self.database, self.main_session_id)
+
+    def approval_ledger(self) -> ApprovalLedger:
+        return SqliteApprovalLedger(self.database, self.main_session_id)
 
     # --- sessions --------------------------------------------------------------------------------
 

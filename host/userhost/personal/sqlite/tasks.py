@@ -18,8 +18,8 @@ from typing import Any
 from wuu.generated.models import TaskDeliveryKind, UserQuestionStatus
 
 from ..provider import Decision, StopOutcome, TaskRecord, TaskStateError
+from ..stamps import rfc3339
 from .deliveries import new_delivery
-from .messages import rfc3339
 from .sessions import new_id
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

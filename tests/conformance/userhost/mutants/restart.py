@@ -15,8 +15,8 @@ from wuu.host.userhost.personal import personal
 from wuu.host.userhost.personal.composition import sqlite_provider
 from wuu.host.userhost.personal.provider import Admission, SessionDomain, Submission
 from wuu.host.userhost.personal.sqlite.database import Database
-from wuu.host.userhost.personal.sqlite.messages import rfc3339
 from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
+from wuu.host.userhost.personal.stamps import rfc3339
 
 from . import mutant
 from .harness import ProviderProxy, with_provider

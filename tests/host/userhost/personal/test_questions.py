@@ -146,7 +146,7 @@ async def test_ask_end_to_end_the_answer_updates_the_original_task_and_opens_no_
     assert isinstance(question_id, str)
     assert messages == [
         {
-            "message_seq": 2,
+            "message_seq": 3,  # 2 is the agent's hidden record of its ask_owner call
             "role": "assistant",
             "text": "Which city?",
             "created_at": asked_at,
@@ -165,7 +165,9 @@ async def test_ask_end_to_end_the_answer_updates_the_original_task_and_opens_no_
             "attachments": [],
         },
     ]
-    ask_request = "ask-" + hashlib.sha256(b"in-1").hexdigest()[:32]  # the stand-in's task dispatch
+    ask_request = (
+        "ask-" + hashlib.sha256(b"in-1\nWhich city?").hexdigest()[:32]
+    )  # the stand-in's task dispatch
     ((task_id, task_session),) = space.rows(
         "SELECT task_id, session_id FROM tasks WHERE request_id = ?", ask_request
     )
@@ -175,7 +177,7 @@ async def test_ask_end_to_end_the_answer_updates_the_original_task_and_opens_no_
     assert (delivery.kind.value, delivery.status.value, delivery.history_seq, delivery.session_id) == (
         "question",
         "delivered",
-        2,
+        3,
         space.main,
     )
     sessions = sorted(space.rows("SELECT session_id, kind FROM sessions"))

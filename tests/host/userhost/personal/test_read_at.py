@@ -40,9 +40,10 @@ from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import (
     AgentStep,
     ContextMessage,
+    ModelAgent,
     ModelContext,
     PersonalPlugin,
-    StandInAgent,
+    StandInModel,
     personal,
 )
 
@@ -134,7 +135,7 @@ class Held:
         self.gate = asyncio.Event()
         self.offered: list[tuple[int, ...]] = []
         self.contexts: list[tuple[int, ...]] = []
-        self._agent = StandInAgent()
+        self._agent = ModelAgent(StandInModel())
 
     async def step(self, step: AgentStep) -> None:
         await self.gate.wait()

@@ -6,6 +6,8 @@
 # This file has been @generated
 
 __all__ = (
+    "ActionOutcome",
+    "ActionReceipt",
     "AttachmentMetadata",
     "InputReceipt",
     "MessageReactionRecord",
@@ -30,6 +32,51 @@ from ....message_pool import default_message_pool
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class ActionOutcome(betterproto2.Enum):
+    """
+    ---- schema/receipts/action.schema.json: Receipts: Personal action receipts
+
+    How an action's execution ended.
+    """
+
+    UNSPECIFIED = 0
+
+    SUCCEEDED = 1
+    """
+    `succeeded`: The action ran and its tool reported success.
+    """
+
+    FAILED = 2
+    """
+    `failed`: The action ran, or was refused by the worker or its execution environment, and did not succeed
+    (`is_error` is true).
+    """
+
+    UNKNOWN = 3
+    """
+    `unknown`: The host lost track of the execution after its claim was written (it stopped while the action
+    ran): whether the effect happened is not known. The action is never replayed automatically.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "ACTION_OUTCOME_UNSPECIFIED",
+            1: "ACTION_OUTCOME_SUCCEEDED",
+            2: "ACTION_OUTCOME_FAILED",
+            3: "ACTION_OUTCOME_UNKNOWN",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "ACTION_OUTCOME_UNSPECIFIED": 0,
+            "ACTION_OUTCOME_SUCCEEDED": 1,
+            "ACTION_OUTCOME_FAILED": 2,
+            "ACTION_OUTCOME_UNKNOWN": 3,
+        }
 
 
 class ReactionActor(betterproto2.Enum):
@@ -285,6 +332,74 @@ class TaskDeliveryStatus(betterproto2.Enum):
             "TASK_DELIVERY_STATUS_DELIVERED": 3,
             "TASK_DELIVERY_STATUS_FAILED": 4,
         }
+
+
+@dataclass(eq=False, repr=False)
+class ActionReceipt(betterproto2.Message):
+    """
+    The saved result of one approved action's execution. It is final: once written, it never changes. A retry of
+    the same tool call (the same call of the same turn or task) returns this receipt and executes nothing; a
+    different call is a new action with a card of its own, even when its action is identical.
+    """
+
+    card_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The card of the action that ran.
+    """
+
+    digest: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The digest of the action that ran: the card's, as approved.
+    """
+
+    outcome: "ActionOutcome" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ActionOutcome(0)
+    )
+    """
+    How the execution ended.
+    """
+
+    started_at: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    When the execution claim was written (RFC 3339), just before the effect started.
+    """
+
+    finished_at: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+    """
+    When the execution ended (RFC 3339), or null when the outcome is `unknown`.
+    """
+
+    is_error: "bool" = betterproto2.field(6, betterproto2.TYPE_BOOL)
+    """
+    True when the action did not succeed: the tool's result was an error, or the worker refused it.
+    """
+
+    text: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    An excerpt of the tool's output, or of the refusal, for the agent and the history: at most 4,096 characters;
+    empty when the outcome is `unknown`.
+    """
+
+    exit_code: "int | None" = betterproto2.field(8, betterproto2.TYPE_INT32, optional=True)
+    """
+    Present only for `exec_command` when the command ran to its end: its exit code.
+    """
+
+    error_code: "__worker__v4__.ErrorCode | None" = betterproto2.field(
+        9, betterproto2.TYPE_ENUM, optional=True
+    )
+    """
+    Present only when the worker refused the request: its error code (for example `sandbox_unavailable`).
+    """
+
+    process_id: "str | None" = betterproto2.field(10, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only on the receipt of a `process_start` that started its process: the process's ID, which
+    `process_write` actions name.
+    """
+
+
+default_message_pool.register_message("wuu.receipts.v1", "ActionReceipt", ActionReceipt)
 
 
 @dataclass(eq=False, repr=False)
@@ -752,3 +867,6 @@ class TaskDeliveryReceipt(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.receipts.v1", "TaskDeliveryReceipt", TaskDeliveryReceipt)
+
+
+from ...worker import v4 as __worker__v4__

@@ -6,6 +6,8 @@
 # This file has been @generated
 
 __all__ = (
+    "ActionPreview",
+    "ActionRefusal",
     "AgentsHistoryReadParams",
     "AgentsHistoryReadResult",
     "AgentsHistorySearchParams",
@@ -20,6 +22,44 @@ __all__ = (
     "AgentsReceiptsResult",
     "AgentsSendParams",
     "AgentsSendResult",
+    "ApprovalCard",
+    "ApprovalChoice",
+    "ApprovalDecider",
+    "ApprovalDecision",
+    "ApprovalReview",
+    "ApprovalRule",
+    "ApprovalRuleKind",
+    "ApprovalRuleMatch",
+    "ApprovalRuleMode",
+    "ApprovalSource",
+    "ApprovalStatus",
+    "ApprovalVerdict",
+    "ApprovalsDecideParams",
+    "ApprovalsDecideResult",
+    "ApprovalsListParams",
+    "ApprovalsListResult",
+    "ApprovalsReviewReadParams",
+    "ApprovalsReviewReadResult",
+    "ApprovalsReviewSetParams",
+    "ApprovalsReviewSetResult",
+    "ApprovalsRulesDeleteParams",
+    "ApprovalsRulesDeleteResult",
+    "ApprovalsRulesListParams",
+    "ApprovalsRulesListResult",
+    "ApprovalsRulesPreviewParams",
+    "ApprovalsRulesPreviewResult",
+    "ApprovalsRulesSaveParams",
+    "ApprovalsRulesSaveResult",
+    "ApprovalsRulesUpdateParams",
+    "ApprovalsRulesUpdateResult",
+    "CommandActionPreview",
+    "CommandRuleMatch",
+    "EditFileAction",
+    "ExecCommandAction",
+    "FileActionPreview",
+    "FileOperation",
+    "FileOriginal",
+    "FileRuleMatch",
     "HistoryMessage",
     "HistoryRole",
     "HostSessionAttachmentReadParams",
@@ -32,6 +72,9 @@ __all__ = (
     "JsonRpcRequest",
     "JsonRpcSuccessResponse",
     "MessageReactionSnapshot",
+    "OriginalState",
+    "OriginalUnavailableReason",
+    "PersonalAction",
     "PluginClientCancelParams",
     "PluginClientCancelResult",
     "PluginClientInvalidateParams",
@@ -39,11 +82,17 @@ __all__ = (
     "PluginClientRequestResult",
     "PluginInvalidationTopic",
     "PluginInventoryEntry",
+    "ProcessInputPreview",
+    "ProcessStartAction",
+    "ProcessWriteAction",
     "PushProvider",
     "PushRegisterParams",
     "PushRegisterResult",
     "PushUnregisterParams",
     "PushUnregisterResult",
+    "ReviewSettings",
+    "ReviewVerdict",
+    "RulePreview",
     "UserHostClientInfo",
     "UserHostErrorCode",
     "UserHostErrorData",
@@ -64,6 +113,7 @@ __all__ = (
     "UserQuestionDismissParams",
     "UserQuestionDismissResult",
     "UserQuestionStatus",
+    "WriteFileAction",
 )
 
 from collections.abc import Iterator
@@ -76,6 +126,446 @@ from ....message_pool import default_message_pool
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
+
+
+class ActionRefusal(betterproto2.Enum):
+    """
+    Why the host refuses an action outright. A refused action never becomes a card and never runs: the agent's
+    tool call gets the code and a message at once. Review, rules and the owner cannot override a refusal. An
+    action that breaks several of these rules gets the code of any one of them.
+    """
+
+    UNSPECIFIED = 0
+
+    PATH_OUTSIDE_ROOT = 1
+    """
+    `path_outside_root`: The path, or the command's working directory, does not resolve inside the Personal
+    files root.
+    """
+
+    SYMLINK = 2
+    """
+    `symlink`: A component of the path, the file itself included, is a symbolic link.
+    """
+
+    MULTIPLE_LINKS = 3
+    """
+    `multiple_links`: The existing target file has more than one hard link, so writing it would change another
+    path too.
+    """
+
+    NOT_REGULAR_FILE = 4
+    """
+    `not_regular_file`: The existing target, or an existing parent, is not what the tool needs: a target that is
+    not a regular file (a directory, a device, a FIFO, a socket), a parent that is not a directory, or a missing
+    target for `edit_file`.
+    """
+
+    PROTECTED_PATH = 5
+    """
+    `protected_path`: The path names the host's own application state: the persisted attachment store
+    (`attachments` at the top of the files root, and everything under it) or anything that resolves into the
+    space's private `state` folder.
+    """
+
+    SENSITIVE_PATH = 6
+    """
+    `sensitive_path`: The path is a sensitive path for writing (the sensitive-path rules of
+    permissions/permission_modes.schema.json): an environment file, a credential store, an SSH private key.
+    """
+
+    DETACHED_PROCESS = 7
+    """
+    `detached_process`: The command would start a process that outlives it or the host (a daemonizing or
+    detached start); Personal forbids detached processes.
+    """
+
+    UNKNOWN_PROCESS = 8
+    """
+    `unknown_process`: `process_write` names no running process started by an approved `process_start` of this
+    space.
+    """
+
+    INVALID_ACTION = 9
+    """
+    `invalid_action`: The tool call is not a valid `PersonalAction` (an unknown tool, a missing or malformed
+    field, a value over a limit).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "ACTION_REFUSAL_UNSPECIFIED",
+            1: "ACTION_REFUSAL_PATH_OUTSIDE_ROOT",
+            2: "ACTION_REFUSAL_SYMLINK",
+            3: "ACTION_REFUSAL_MULTIPLE_LINKS",
+            4: "ACTION_REFUSAL_NOT_REGULAR_FILE",
+            5: "ACTION_REFUSAL_PROTECTED_PATH",
+            6: "ACTION_REFUSAL_SENSITIVE_PATH",
+            7: "ACTION_REFUSAL_DETACHED_PROCESS",
+            8: "ACTION_REFUSAL_UNKNOWN_PROCESS",
+            9: "ACTION_REFUSAL_INVALID_ACTION",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "ACTION_REFUSAL_UNSPECIFIED": 0,
+            "ACTION_REFUSAL_PATH_OUTSIDE_ROOT": 1,
+            "ACTION_REFUSAL_SYMLINK": 2,
+            "ACTION_REFUSAL_MULTIPLE_LINKS": 3,
+            "ACTION_REFUSAL_NOT_REGULAR_FILE": 4,
+            "ACTION_REFUSAL_PROTECTED_PATH": 5,
+            "ACTION_REFUSAL_SENSITIVE_PATH": 6,
+            "ACTION_REFUSAL_DETACHED_PROCESS": 7,
+            "ACTION_REFUSAL_UNKNOWN_PROCESS": 8,
+            "ACTION_REFUSAL_INVALID_ACTION": 9,
+        }
+
+
+class ApprovalChoice(betterproto2.Enum):
+    """
+    The owner's decision on a waiting card.
+    """
+
+    UNSPECIFIED = 0
+
+    ALLOW_ONCE = 1
+    """
+    `allow_once`: Allow once: only the displayed action, with the card's exact digest and revision, runs, once.
+    It approves no other card and saves no rule.
+    """
+
+    DENY = 2
+    """
+    `deny`: The action never runs.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_CHOICE_UNSPECIFIED",
+            1: "APPROVAL_CHOICE_ALLOW_ONCE",
+            2: "APPROVAL_CHOICE_DENY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_CHOICE_UNSPECIFIED": 0,
+            "APPROVAL_CHOICE_ALLOW_ONCE": 1,
+            "APPROVAL_CHOICE_DENY": 2,
+        }
+
+
+class ApprovalDecider(betterproto2.Enum):
+    """
+    Who decided a card.
+    """
+
+    UNSPECIFIED = 0
+
+    OWNER = 1
+    """
+    `owner`: The owner, with `approvals.decide`.
+    """
+
+    RULE = 2
+    """
+    `rule`: A saved rule in `automatic` mode (`rule_id`).
+    """
+
+    REVIEW = 3
+    """
+    `review`: Automatic review.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_DECIDER_UNSPECIFIED",
+            1: "APPROVAL_DECIDER_OWNER",
+            2: "APPROVAL_DECIDER_RULE",
+            3: "APPROVAL_DECIDER_REVIEW",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_DECIDER_UNSPECIFIED": 0,
+            "APPROVAL_DECIDER_OWNER": 1,
+            "APPROVAL_DECIDER_RULE": 2,
+            "APPROVAL_DECIDER_REVIEW": 3,
+        }
+
+
+class ApprovalRuleKind(betterproto2.Enum):
+    """
+    What a rule matches.
+    """
+
+    UNSPECIFIED = 0
+
+    FILE = 1
+    """
+    `file`: File changes: one operation at one exact path (`FileRuleMatch`).
+    """
+
+    COMMAND = 2
+    """
+    `command`: Commands: one exact invocation (`CommandRuleMatch`), for `exec_command` and `process_start`
+    alike.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_RULE_KIND_UNSPECIFIED",
+            1: "APPROVAL_RULE_KIND_FILE",
+            2: "APPROVAL_RULE_KIND_COMMAND",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_RULE_KIND_UNSPECIFIED": 0,
+            "APPROVAL_RULE_KIND_FILE": 1,
+            "APPROVAL_RULE_KIND_COMMAND": 2,
+        }
+
+
+class ApprovalRuleMode(betterproto2.Enum):
+    """
+    What a rule does to a matching action. Asking first takes precedence: when an unpaused `ask_first` rule
+    matches an action, it waits for the owner whatever `automatic` rules match it and whatever review would say.
+    """
+
+    UNSPECIFIED = 0
+
+    AUTOMATIC = 1
+    """
+    `automatic`: Matching actions are approved without asking (unless an `ask_first` rule also matches).
+    """
+
+    ASK_FIRST = 2
+    """
+    `ask_first`: Matching actions wait for the owner: neither a rule nor review approves them.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_RULE_MODE_UNSPECIFIED",
+            1: "APPROVAL_RULE_MODE_AUTOMATIC",
+            2: "APPROVAL_RULE_MODE_ASK_FIRST",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_RULE_MODE_UNSPECIFIED": 0,
+            "APPROVAL_RULE_MODE_AUTOMATIC": 1,
+            "APPROVAL_RULE_MODE_ASK_FIRST": 2,
+        }
+
+
+class ApprovalSource(betterproto2.Enum):
+    """
+    Where the action of a card comes from; it decides the card's expiry.
+    """
+
+    UNSPECIFIED = 0
+
+    MAIN_CHAT = 1
+    """
+    `main_chat`: A turn of the main conversation. Its cards have no fixed expiry (`expires_at` is null): they
+    wait until decided or until their source is cancelled.
+    """
+
+    TASK = 2
+    """
+    `task`: A background task. Its cards expire (`expires_at`).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_SOURCE_UNSPECIFIED",
+            1: "APPROVAL_SOURCE_MAIN_CHAT",
+            2: "APPROVAL_SOURCE_TASK",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_SOURCE_UNSPECIFIED": 0,
+            "APPROVAL_SOURCE_MAIN_CHAT": 1,
+            "APPROVAL_SOURCE_TASK": 2,
+        }
+
+
+class ApprovalStatus(betterproto2.Enum):
+    """
+    Where a card stands. `waiting` is the only status a decision applies to; `succeeded`, `failed`, `unknown`,
+    `denied`, `expired`, `cancelled` and `stale` are final.
+    """
+
+    UNSPECIFIED = 0
+
+    WAITING = 1
+    """
+    `waiting`: The card waits for the owner's decision.
+    """
+
+    APPROVED = 2
+    """
+    `approved`: The action is approved (by the owner, a rule or review) and its execution has not started.
+    """
+
+    RUNNING = 3
+    """
+    `running`: The host wrote the execution claim; the action is running.
+    """
+
+    SUCCEEDED = 4
+    """
+    `succeeded`: The action ran and succeeded; the receipt says how.
+    """
+
+    FAILED = 5
+    """
+    `failed`: The action ran, or the worker refused it, and it did not succeed; the receipt says how.
+    """
+
+    UNKNOWN = 6
+    """
+    `unknown`: The host stopped while the action was running: its receipt's outcome is `unknown`.
+    """
+
+    DENIED = 7
+    """
+    `denied`: The owner or automatic review denied the action. It never runs.
+    """
+
+    EXPIRED = 8
+    """
+    `expired`: A task's card was still waiting at its `expires_at`. It never runs.
+    """
+
+    CANCELLED = 9
+    """
+    `cancelled`: The card's source went away before the action started: its main-chat turn or its task was
+    cancelled, its task ended, or the process it writes to ended. It never runs. Completed effects are never
+    undone.
+    """
+
+    STALE = 10
+    """
+    `stale`: At the check just before the effect starts, the action no longer matched what was approved: the
+    file or command state changed (the original's digest or size, its presence, the resolved command, the
+    process), or, for a card approved by a rule or by review, the rules changed (the approving rule was deleted,
+    paused or switched to `ask_first`, or an unpaused `ask_first` rule now matches). Nothing runs.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_STATUS_UNSPECIFIED",
+            1: "APPROVAL_STATUS_WAITING",
+            2: "APPROVAL_STATUS_APPROVED",
+            3: "APPROVAL_STATUS_RUNNING",
+            4: "APPROVAL_STATUS_SUCCEEDED",
+            5: "APPROVAL_STATUS_FAILED",
+            6: "APPROVAL_STATUS_UNKNOWN",
+            7: "APPROVAL_STATUS_DENIED",
+            8: "APPROVAL_STATUS_EXPIRED",
+            9: "APPROVAL_STATUS_CANCELLED",
+            10: "APPROVAL_STATUS_STALE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_STATUS_UNSPECIFIED": 0,
+            "APPROVAL_STATUS_WAITING": 1,
+            "APPROVAL_STATUS_APPROVED": 2,
+            "APPROVAL_STATUS_RUNNING": 3,
+            "APPROVAL_STATUS_SUCCEEDED": 4,
+            "APPROVAL_STATUS_FAILED": 5,
+            "APPROVAL_STATUS_UNKNOWN": 6,
+            "APPROVAL_STATUS_DENIED": 7,
+            "APPROVAL_STATUS_EXPIRED": 8,
+            "APPROVAL_STATUS_CANCELLED": 9,
+            "APPROVAL_STATUS_STALE": 10,
+        }
+
+
+class ApprovalVerdict(betterproto2.Enum):
+    """
+    A decision's verdict.
+    """
+
+    UNSPECIFIED = 0
+
+    ALLOW = 1
+    """
+    `allow`: The action may run, once: this card's exact action on its preconditions.
+    """
+
+    DENY = 2
+    """
+    `deny`: The action never runs.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVAL_VERDICT_UNSPECIFIED",
+            1: "APPROVAL_VERDICT_ALLOW",
+            2: "APPROVAL_VERDICT_DENY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVAL_VERDICT_UNSPECIFIED": 0,
+            "APPROVAL_VERDICT_ALLOW": 1,
+            "APPROVAL_VERDICT_DENY": 2,
+        }
+
+
+class FileOperation(betterproto2.Enum):
+    """
+    A file change an action makes, and a file rule permits.
+    """
+
+    UNSPECIFIED = 0
+
+    WRITE_FILE = 1
+    """
+    `write_file`: Replace the whole content, creating the file if it is missing.
+    """
+
+    EDIT_FILE = 2
+    """
+    `edit_file`: Replace text in an existing file.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "FILE_OPERATION_UNSPECIFIED",
+            1: "FILE_OPERATION_WRITE_FILE",
+            2: "FILE_OPERATION_EDIT_FILE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "FILE_OPERATION_UNSPECIFIED": 0,
+            "FILE_OPERATION_WRITE_FILE": 1,
+            "FILE_OPERATION_EDIT_FILE": 2,
+        }
 
 
 class HistoryRole(betterproto2.Enum):
@@ -113,6 +603,82 @@ class HistoryRole(betterproto2.Enum):
         }
 
 
+class OriginalState(betterproto2.Enum):
+    """
+    What a file preview shows of the target's original content.
+    """
+
+    UNSPECIFIED = 0
+
+    MISSING = 1
+    """
+    `missing`: The target does not exist.
+    """
+
+    TEXT = 2
+    """
+    `text`: A bounded plain-text original, shown whole: at most 65,536 bytes of valid UTF-8 without a NUL byte.
+    """
+
+    UNAVAILABLE = 3
+    """
+    `unavailable`: The original exists but is not shown: it is larger than 65,536 bytes or is not plain text
+    (`reason`).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "ORIGINAL_STATE_UNSPECIFIED",
+            1: "ORIGINAL_STATE_MISSING",
+            2: "ORIGINAL_STATE_TEXT",
+            3: "ORIGINAL_STATE_UNAVAILABLE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "ORIGINAL_STATE_UNSPECIFIED": 0,
+            "ORIGINAL_STATE_MISSING": 1,
+            "ORIGINAL_STATE_TEXT": 2,
+            "ORIGINAL_STATE_UNAVAILABLE": 3,
+        }
+
+
+class OriginalUnavailableReason(betterproto2.Enum):
+    """
+    Why an existing original is not shown.
+    """
+
+    UNSPECIFIED = 0
+
+    TOO_LARGE = 1
+    """
+    `too_large`: It is larger than 65,536 bytes.
+    """
+
+    BINARY = 2
+    """
+    `binary`: It is not valid UTF-8, or holds a NUL byte.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "ORIGINAL_UNAVAILABLE_REASON_UNSPECIFIED",
+            1: "ORIGINAL_UNAVAILABLE_REASON_TOO_LARGE",
+            2: "ORIGINAL_UNAVAILABLE_REASON_BINARY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "ORIGINAL_UNAVAILABLE_REASON_UNSPECIFIED": 0,
+            "ORIGINAL_UNAVAILABLE_REASON_TOO_LARGE": 1,
+            "ORIGINAL_UNAVAILABLE_REASON_BINARY": 2,
+        }
+
+
 class PluginInvalidationTopic(betterproto2.Enum):
     """
     What kind of plugin state an invalidation names.
@@ -125,11 +691,19 @@ class PluginInvalidationTopic(betterproto2.Enum):
     `reactions`: Message reactions changed; the client rereads them with `agents.reactions`.
     """
 
+    APPROVALS = 2
+    """
+    `approvals`: An approval card was created or changed status; `message_seqs` are the cards' anchors. The
+    client rereads the waiting cards, or those of the anchors (`HistoryMessage.approval_id`), with
+    `approvals.list`.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
             0: "PLUGIN_INVALIDATION_TOPIC_UNSPECIFIED",
             1: "PLUGIN_INVALIDATION_TOPIC_REACTIONS",
+            2: "PLUGIN_INVALIDATION_TOPIC_APPROVALS",
         }
 
     @classmethod
@@ -137,6 +711,7 @@ class PluginInvalidationTopic(betterproto2.Enum):
         return {
             "PLUGIN_INVALIDATION_TOPIC_UNSPECIFIED": 0,
             "PLUGIN_INVALIDATION_TOPIC_REACTIONS": 1,
+            "PLUGIN_INVALIDATION_TOPIC_APPROVALS": 2,
         }
 
 
@@ -173,6 +748,56 @@ class PushProvider(betterproto2.Enum):
             "PUSH_PROVIDER_UNSPECIFIED": 0,
             "PUSH_PROVIDER_APNS": 1,
             "PUSH_PROVIDER_FCM": 2,
+        }
+
+
+class ReviewVerdict(betterproto2.Enum):
+    """
+    What automatic review concluded about an action.
+    """
+
+    UNSPECIFIED = 0
+
+    ALLOW = 1
+    """
+    `allow`: The action does what the owner's request asked: the card is approved by review.
+    """
+
+    DENY = 2
+    """
+    `deny`: The action should not run: the card is `denied` and never runs.
+    """
+
+    UNSURE = 3
+    """
+    `unsure`: The reviewer could not tell, or evidence was missing (for example no authenticated user request
+    behind the action): the card waits for the owner.
+    """
+
+    UNAVAILABLE = 4
+    """
+    `unavailable`: No verdict: no model, a failure, a malformed answer or the deadline passed. The card waits
+    for the owner.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "REVIEW_VERDICT_UNSPECIFIED",
+            1: "REVIEW_VERDICT_ALLOW",
+            2: "REVIEW_VERDICT_DENY",
+            3: "REVIEW_VERDICT_UNSURE",
+            4: "REVIEW_VERDICT_UNAVAILABLE",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "REVIEW_VERDICT_UNSPECIFIED": 0,
+            "REVIEW_VERDICT_ALLOW": 1,
+            "REVIEW_VERDICT_DENY": 2,
+            "REVIEW_VERDICT_UNSURE": 3,
+            "REVIEW_VERDICT_UNAVAILABLE": 4,
         }
 
 
@@ -294,14 +919,15 @@ class UserHostErrorCode(betterproto2.Enum):
 
     NOT_FOUND = 18
     """
-    `not_found`: The named session, message, attachment, question or registration does not exist, or is not
-    owned by the caller in the host's user space and product domain.
+    `not_found`: The named session, message, attachment, question, registration, approval card or rule does
+    not exist, or is not owned by the caller in the host's user space and product domain.
     """
 
     STALE_REVISION = 19
     """
-    `stale_revision`: The write's `expected_revision` is not the current revision. The client rereads the
-    current state before retrying.
+    `stale_revision`: The write's `expected_revision` is not the current revision, or an approval card's digest
+    is not its current one or the card is no longer waiting. The client rereads the current state before
+    retrying.
     """
 
     REQUEST_ID_CONFLICT = 20
@@ -560,6 +1186,31 @@ class UserQuestionStatus(betterproto2.Enum):
             "USER_QUESTION_STATUS_ANSWERED": 1,
             "USER_QUESTION_STATUS_DISMISSED": 2,
         }
+
+
+@dataclass(eq=False, repr=False)
+class ActionPreview(betterproto2.Message):
+    """
+    The expandable details of a card, told apart by `kind`.
+
+    Oneofs:
+        - action_preview: The branch, chosen by `kind`.
+    """
+
+    file: "FileActionPreview | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="action_preview"
+    )
+
+    command: "CommandActionPreview | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True, group="action_preview"
+    )
+
+    process_write: "ProcessInputPreview | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True, group="action_preview"
+    )
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ActionPreview", ActionPreview)
 
 
 @dataclass(eq=False, repr=False)
@@ -937,6 +1588,961 @@ default_message_pool.register_message("wuu.userhost.v1", "AgentsSendResult", Age
 
 
 @dataclass(eq=False, repr=False)
+class ApprovalCard(betterproto2.Message):
+    """
+    One action under approval, as the owner sees it: what it does and its consequence first (`summary`), the
+    details to expand (`preview`), and the exact `digest` and `revision` a decision names. The host saves the card
+    before any policy runs, and saves each status change (a revision) before it acts on it.
+    """
+
+    card_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The card's ID.
+    """
+
+    session_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation the card is shown in.
+    """
+
+    message_seq: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    The history sequence of the card's anchor: the assistant message that shows the card (its
+    `HistoryMessage.approval_id` is this card's).
+    """
+
+    source: "ApprovalSource" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalSource(0)
+    )
+    """
+    Where the action comes from.
+    """
+
+    task_id: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only when `source` is `task`: the task that asked for the action.
+    """
+
+    action: "PersonalAction | None" = betterproto2.field(6, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The exact action, as the agent called it.
+    """
+
+    digest: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    The action's digest on its preconditions at the card's creation. A decision MUST name it.
+    """
+
+    revision: "int" = betterproto2.field(8, betterproto2.TYPE_INT64)
+    """
+    The card's revision: 1 when created, one more at every status change. A decision MUST name the current one.
+    """
+
+    status: "ApprovalStatus" = betterproto2.field(
+        9, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalStatus(0)
+    )
+    """
+    Where the card stands.
+    """
+
+    summary: "str" = betterproto2.field(10, betterproto2.TYPE_STRING)
+    """
+    One line that states the action's consequence first, for example `Create notes/todo.txt (12 bytes)` or `Run
+    git status in .`.
+    """
+
+    preview: "ActionPreview | None" = betterproto2.field(11, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The details the owner can expand: the file change or the command.
+    """
+
+    created_at: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    When the card was saved (RFC 3339).
+    """
+
+    expires_at: "str | None" = betterproto2.field(13, betterproto2.TYPE_STRING, optional=True)
+    """
+    For a `task` card, `created_at` plus 30 minutes: a card still waiting then becomes `expired` (at the latest
+    when it is next read or decided) and never runs. Null for a `main_chat` card, which has no fixed expiry.
+    """
+
+    decision: "ApprovalDecision | None" = betterproto2.field(14, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Present once the card is decided: who approved or denied it.
+    """
+
+    review: "ApprovalReview | None" = betterproto2.field(15, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Present once automatic review has looked at the card: its verdict, whatever the decision.
+    """
+
+    receipt: "__receipts__v1__.ActionReceipt | None" = betterproto2.field(
+        16, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    Present once the execution has ended or its outcome became unknown: the saved receipt.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalCard", ApprovalCard)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalDecision(betterproto2.Message):
+    """
+    The saved decision on a card.
+    """
+
+    by: "ApprovalDecider" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalDecider(0)
+    )
+    """
+    Who decided.
+    """
+
+    verdict: "ApprovalVerdict" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalVerdict(0)
+    )
+    """
+    What was decided.
+    """
+
+    rule_id: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only when `by` is `rule`: the rule that approved the card.
+    """
+
+    reason: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present when the decider gave one (review always does): why, for the owner.
+    """
+
+    decided_at: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    When the decision was saved (RFC 3339).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalDecision", ApprovalDecision)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalReview(betterproto2.Message):
+    """
+    Automatic review's verdict on a card. The reviewer is the current Personal model, called once, without tools
+    and with a deadline, on the original authenticated user request and the card's exact action and preview.
+    Review only allows or denies this one action: it never grants access, and never overrides the host's refusals
+    (`ActionRefusal`), the execution sandbox or the authorization provider.
+    """
+
+    verdict: "ReviewVerdict" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: ReviewVerdict(0)
+    )
+    """
+    The verdict.
+    """
+
+    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Why, in one or a few sentences, for the owner.
+    """
+
+    reviewed_at: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    When the verdict was saved (RFC 3339).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalReview", ApprovalReview)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalRule(betterproto2.Message):
+    """
+    A saved rule of the owner for this Personal space: it handles future actions that match it, and only those
+    decided after it is saved. Saving, switching, pausing or deleting a rule never changes a card that is already
+    waiting (no bulk approval); before an approved action's effect starts, the host checks the rules again
+    (`ApprovalStatus` `stale`). `process_write` is never handled by a rule.
+    """
+
+    rule_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The rule's ID.
+    """
+
+    kind: "ApprovalRuleKind" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalRuleKind(0)
+    )
+    """
+    What the rule matches; it names the branch of `match`.
+    """
+
+    match: "ApprovalRuleMatch | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The exact actions the rule matches.
+    """
+
+    mode: "ApprovalRuleMode" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalRuleMode(0)
+    )
+    """
+    What the rule does to a matching action.
+    """
+
+    paused: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    True while the owner has paused the rule: a paused rule matches nothing, in either mode.
+    """
+
+    revision: "int" = betterproto2.field(6, betterproto2.TYPE_INT64)
+    """
+    The rule's revision: 1 when saved, one more at every change. An update or deletion MUST name the current
+    one.
+    """
+
+    created_at: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+    """
+    When the rule was saved (RFC 3339).
+    """
+
+    updated_at: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    When the rule last changed (RFC 3339); `created_at` until then.
+    """
+
+    source_card_id: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    """
+    The card whose rule preview the rule was saved from.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalRule", ApprovalRule)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalRuleMatch(betterproto2.Message):
+    """
+    What a rule matches, by its kind: a file rule's or a command rule's match.
+
+    Oneofs:
+        - approval_rule_match: Exactly one branch, told apart on the wire by its keys.
+    """
+
+    file_rule_match: "FileRuleMatch | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="approval_rule_match"
+    )
+
+    command_rule_match: "CommandRuleMatch | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True, group="approval_rule_match"
+    )
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalRuleMatch", ApprovalRuleMatch)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsDecideParams(betterproto2.Message):
+    """
+    The owner decides a waiting card. `digest` and `expected_revision` MUST be the card's current ones and the
+    card MUST be `waiting` (a task card not past its expiry), else `stale_revision`. The call MUST be live when
+    the decision is written: a call whose foreground authority is revoked before then (its transport closed, or
+    `plugin/client/cancel`) writes nothing and gets `cancelled`. The decision is durable before the reply, which
+    does not wait for the action to run: the host then checks the action again and runs it through its execution
+    environment, and the card's later statuses and its receipt are reread with `approvals.list`.
+    """
+
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own
+    gets `not_found`.
+    """
+
+    card_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The card. A card that is not in the session gets `not_found`.
+    """
+
+    digest: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The card's digest, as displayed.
+    """
+
+    expected_revision: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+    """
+    The card's revision, as displayed.
+    """
+
+    decision: "ApprovalChoice" = betterproto2.field(
+        5, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalChoice(0)
+    )
+    """
+    The decision.
+    """
+
+    request_id: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including
+    after reconnect (see the file's description).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsDecideParams", ApprovalsDecideParams)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsDecideResult(betterproto2.Message):
+    """
+    The card after the decision.
+    """
+
+    card: "ApprovalCard | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The card as it stands when the reply is sent: `denied`, or `approved` or a later status. A retry gets the
+    card as it now stands.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsDecideResult", ApprovalsDecideResult)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsListParams(betterproto2.Message):
+    """
+    Reads cards of the main conversation: the waiting ones, or the named ones in any status.
+    """
+
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own
+    gets `not_found`.
+    """
+
+    card_ids: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The cards to read: 1 to 100, without repeats; a card that is not in the session gets `not_found`. Absent:
+    the session's waiting cards.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsListParams", ApprovalsListParams)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsListResult(betterproto2.Message):
+    """
+    The cards read.
+    """
+
+    cards: "list[ApprovalCard]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    With `card_ids`, exactly those cards, in their order; without, the session's waiting cards, oldest first, at
+    most 100.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsListResult", ApprovalsListResult)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsReviewReadParams(betterproto2.Message):
+    """
+    Reads the space's automatic-review setting. It takes no parameters.
+    """
+
+    pass
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsReviewReadParams", ApprovalsReviewReadParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsReviewReadResult(betterproto2.Message):
+    """
+    The space's automatic-review setting.
+    """
+
+    settings: "ReviewSettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The setting.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsReviewReadResult", ApprovalsReviewReadResult
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsReviewSetParams(betterproto2.Message):
+    """
+    The owner turns automatic review on or off for this Personal space. `expected_revision` MUST be the setting's
+    current revision, else `stale_revision`. The change applies to cards policy decides after it; it never decides
+    a waiting card.
+    """
+
+    automatic_review: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    The new value.
+    """
+
+    expected_revision: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    The setting's revision, as displayed.
+    """
+
+    request_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including
+    after reconnect (see the file's description).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsReviewSetParams", ApprovalsReviewSetParams)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsReviewSetResult(betterproto2.Message):
+    """
+    The setting after the change.
+    """
+
+    settings: "ReviewSettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The setting, now `explicit`; a retry gets it as it now stands.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsReviewSetResult", ApprovalsReviewSetResult)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesDeleteParams(betterproto2.Message):
+    """
+    Deletes a rule. `expected_revision` MUST be the rule's current revision, else `stale_revision`; an unknown
+    rule gets `not_found`, except on a retry of the deletion. Deletion prevents every effect the rule approved
+    that has not started yet (`stale`) and undoes none that has.
+    """
+
+    rule_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The rule.
+    """
+
+    expected_revision: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    The rule's revision, as displayed.
+    """
+
+    request_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including
+    after reconnect (see the file's description).
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesDeleteParams", ApprovalsRulesDeleteParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesDeleteResult(betterproto2.Message):
+    """
+    The deleted rule.
+    """
+
+    rule_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The rule deleted.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesDeleteResult", ApprovalsRulesDeleteResult
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesListParams(betterproto2.Message):
+    """
+    Reads the owner's rules of this Personal space. It takes no parameters.
+    """
+
+    pass
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsRulesListParams", ApprovalsRulesListParams)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesListResult(betterproto2.Message):
+    """
+    The owner's rules of this Personal space.
+    """
+
+    rules: "list[ApprovalRule]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every rule of the owner in this space, paused ones included, oldest first.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsRulesListResult", ApprovalsRulesListResult)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesPreviewParams(betterproto2.Message):
+    """
+    Shows the rule that would handle a card's action next time. It writes nothing. `digest` and
+    `expected_revision` MUST be the card's current ones, else `stale_revision`. A card that no rule can handle (a
+    `process_write`, or a command that resolves to nothing) gets `invalid_params`.
+    """
+
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own
+    gets `not_found`.
+    """
+
+    card_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The card. A card that is not in the session gets `not_found`.
+    """
+
+    digest: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The card's digest, as displayed.
+    """
+
+    expected_revision: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+    """
+    The card's revision, as displayed.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesPreviewParams", ApprovalsRulesPreviewParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesPreviewResult(betterproto2.Message):
+    """
+    The rule preview.
+    """
+
+    preview: "RulePreview | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The rule that would be saved.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesPreviewResult", ApprovalsRulesPreviewResult
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesSaveParams(betterproto2.Message):
+    """
+    Saves the rule a card's preview showed. It decides no card, this one included: approving the displayed action
+    is a separate `approvals.decide`, and the rule applies only to actions that policy decides after it is saved.
+    `preview_digest` MUST be the card's current rule preview digest, else `stale_revision`; a card that no rule
+    can handle gets `invalid_params`. Several rules may match the same actions; asking first takes precedence
+    among them.
+    """
+
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The canonical session ID of the main conversation (`agents.main_session`). A session the caller does not own
+    gets `not_found`.
+    """
+
+    card_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The card whose preview is saved. A card that is not in the session gets `not_found`.
+    """
+
+    preview_digest: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The `preview_digest` of the preview shown.
+    """
+
+    mode: "ApprovalRuleMode" = betterproto2.field(
+        4, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalRuleMode(0)
+    )
+    """
+    The new rule's mode.
+    """
+
+    request_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including
+    after reconnect (see the file's description).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsRulesSaveParams", ApprovalsRulesSaveParams)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesSaveResult(betterproto2.Message):
+    """
+    The saved rule.
+    """
+
+    rule: "ApprovalRule | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The rule as saved; a retry gets it as it now stands (`not_found` once it is deleted).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ApprovalsRulesSaveResult", ApprovalsRulesSaveResult)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesUpdateParams(betterproto2.Message):
+    """
+    Switches a rule between `automatic` and `ask_first`, pauses it or resumes it. `expected_revision` MUST be the
+    rule's current revision, else `stale_revision`; an unknown rule gets `not_found`. An absent field keeps its
+    value; a call that changes nothing keeps the rule and its revision as they are. The change applies to actions
+    decided after it and to the check before an approved action's effect starts; it never approves or denies a
+    waiting card.
+    """
+
+    rule_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The rule.
+    """
+
+    expected_revision: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    The rule's revision, as displayed.
+    """
+
+    mode: "ApprovalRuleMode | None" = betterproto2.field(3, betterproto2.TYPE_ENUM, optional=True)
+    """
+    The new mode.
+    """
+
+    paused: "bool | None" = betterproto2.field(4, betterproto2.TYPE_BOOL, optional=True)
+    """
+    True to pause the rule, false to resume it.
+    """
+
+    request_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The business request ID of this write, chosen by the client and reused unchanged by every retry, including
+    after reconnect (see the file's description).
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesUpdateParams", ApprovalsRulesUpdateParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class ApprovalsRulesUpdateResult(betterproto2.Message):
+    """
+    The updated rule.
+    """
+
+    rule: "ApprovalRule | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The rule after the update; a retry gets it as it now stands (`not_found` once it is deleted).
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "ApprovalsRulesUpdateResult", ApprovalsRulesUpdateResult
+)
+
+
+@dataclass(eq=False, repr=False)
+class CommandActionPreview(betterproto2.Message):
+    """
+    The preview of an `exec_command` or `process_start` action: the whole invocation as it would run.
+    """
+
+    kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The preview kind: `command`.
+    """
+
+    argv: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The program and its arguments, as the action gives them.
+    """
+
+    resolved_command: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+    """
+    The absolute path the program resolves to in the execution environment when the card is made, or null when
+    it is not found. A different resolution before the effect starts makes the card `stale`.
+    """
+
+    cwd: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The working directory in the Personal files root.
+    """
+
+    env: "dict[str, str]" = betterproto2.field(
+        5,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+
+    permission_mode: "__permissions__v1__.PermissionMode" = betterproto2.field(
+        6, betterproto2.TYPE_ENUM, default_factory=lambda: __permissions__v1__.PermissionMode(0)
+    )
+    """
+    The permission mode the command runs under: `standard` for every Personal action.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "CommandActionPreview", CommandActionPreview)
+
+
+@dataclass(eq=False, repr=False)
+class CommandRuleMatch(betterproto2.Message):
+    """
+    A command rule matches an `exec_command` or `process_start` action exactly when the entire invocation is the
+    same: every argument of `argv` (never a prefix: a rule for `git status` does not match `git status
+    --porcelain` or `git`), the resolved command, the working directory, the whole environment and the permission
+    mode. The command's timeout is not part of it.
+    """
+
+    argv: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The exact program and arguments.
+    """
+
+    resolved_command: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The exact absolute path the program resolves to. A command that resolves to nothing can have no rule.
+    """
+
+    cwd: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The exact working directory.
+    """
+
+    env: "dict[str, str]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    The exact extra environment: the same variables with the same values, no more, no fewer.
+    """
+
+    permission_mode: "__permissions__v1__.PermissionMode" = betterproto2.field(
+        5, betterproto2.TYPE_ENUM, default_factory=lambda: __permissions__v1__.PermissionMode(0)
+    )
+    """
+    The exact permission mode.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "CommandRuleMatch", CommandRuleMatch)
+
+
+@dataclass(eq=False, repr=False)
+class EditFileAction(betterproto2.Message):
+    """
+    Replaces text in an existing file of the Personal files root. The target MUST be a regular file with a single
+    link, reached through no symbolic link; else the action is refused (`ActionRefusal`). When `old_string` does
+    not occur, or occurs more than once without `replace_all`, the action fails and the file is unchanged.
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool: `edit_file`.
+    """
+
+    path: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The file to edit.
+    """
+
+    old_string: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The exact text to replace: 1 byte to 1 MiB of UTF-8.
+    """
+
+    new_string: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The replacement text: at most 1 MiB of UTF-8.
+    """
+
+    replace_all: "bool" = betterproto2.field(5, betterproto2.TYPE_BOOL)
+    """
+    When true, every occurrence is replaced; when false, `old_string` MUST occur exactly once.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "EditFileAction", EditFileAction)
+
+
+@dataclass(eq=False, repr=False)
+class ExecCommandAction(betterproto2.Message):
+    """
+    Runs a native command to completion in the Personal files root, in `standard`. The command and every process
+    it starts end with it: Personal never runs a detached process, and an action that would start one is refused
+    (`detached_process`).
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool: `exec_command`.
+    """
+
+    argv: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The program and its arguments, 1 to 256 strings; no shell is involved. The program is looked up on the
+    command's PATH in the execution environment.
+    """
+
+    cwd: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The working directory in the Personal files root.
+    """
+
+    env: "dict[str, str]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+
+    timeout_ms: "int" = betterproto2.field(5, betterproto2.TYPE_INT32)
+    """
+    Milliseconds after which whatever is left of the command's process tree is killed: 1 ms to 1 hour.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ExecCommandAction", ExecCommandAction)
+
+
+@dataclass(eq=False, repr=False)
+class FileActionPreview(betterproto2.Message):
+    """
+    The preview of a `write_file` or `edit_file` action: the target, its original as found when the card was made,
+    and the change.
+    """
+
+    kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The preview kind: `file`.
+    """
+
+    path: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The target file.
+    """
+
+    operation: "FileOperation" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: FileOperation(0)
+    )
+    """
+    The change.
+    """
+
+    original: "FileOriginal | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The target as it was when the card was made: the precondition the action is checked against before it
+    starts.
+    """
+
+    content: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `write_file`: the new content.
+    """
+
+    old_string: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `edit_file`: the text replaced.
+    """
+
+    new_string: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `edit_file`: the replacement text.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "FileActionPreview", FileActionPreview)
+
+
+@dataclass(eq=False, repr=False)
+class FileOriginal(betterproto2.Message):
+    """
+    A target file's original as found when the card was made. When it exists, `size` and `sha256` identify it
+    whether or not it is shown; before the effect starts the host checks that the target is still the same (still
+    missing, or the same size and digest), else the card becomes `stale`.
+    """
+
+    state: "OriginalState" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: OriginalState(0)
+    )
+    """
+    What is shown of the original.
+    """
+
+    text: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only when `state` is `text`: the whole original.
+    """
+
+    reason: "OriginalUnavailableReason | None" = betterproto2.field(3, betterproto2.TYPE_ENUM, optional=True)
+    """
+    Present only when `state` is `unavailable`: why it is not shown.
+    """
+
+    size: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT64, optional=True)
+    """
+    Present unless `state` is `missing`: the original's size in bytes.
+    """
+
+    sha256: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present unless `state` is `missing`: lowercase hexadecimal SHA-256 of the original's bytes.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "FileOriginal", FileOriginal)
+
+
+@dataclass(eq=False, repr=False)
+class FileRuleMatch(betterproto2.Message):
+    """
+    A file rule matches a `write_file` or `edit_file` action exactly when its operation is `operation` and its
+    path is `path`, byte for byte: never another operation, a parent, a child or a glob.
+    """
+
+    path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The exact path.
+    """
+
+    operation: "FileOperation" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: FileOperation(0)
+    )
+    """
+    The exact operation.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "FileRuleMatch", FileRuleMatch)
+
+
+@dataclass(eq=False, repr=False)
 class HistoryMessage(betterproto2.Message):
     """
     One message of the public conversation projection. It exposes attachment metadata, never local paths or
@@ -990,6 +2596,12 @@ class HistoryMessage(betterproto2.Message):
     """
     Present only on an assistant message that asks a waiting-user question: the ID to decide it with
     `user_question/answer` or `user_question/dismiss`.
+    """
+
+    approval_id: "str | None" = betterproto2.field(9, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only on an assistant message about an approval card: the card's anchor, which shows it, and the
+    message that reports its outcome. Read the card with `approvals.list` by `card_ids`.
     """
 
 
@@ -1310,6 +2922,42 @@ default_message_pool.register_message("wuu.userhost.v1", "MessageReactionSnapsho
 
 
 @dataclass(eq=False, repr=False)
+class PersonalAction(betterproto2.Message):
+    """
+    ---- schema/userhost/approvals.schema.json: User-host RPC: Personal approvals and rules
+
+    One tool call of the Personal agent that needs approval, told apart by `tool`. Every field is explicit (there
+    are no defaults), so that an action has one form and one digest (`ActionDigest`).
+
+    Oneofs:
+        - personal_action: The branch, chosen by `tool`.
+    """
+
+    write_file: "WriteFileAction | None" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, optional=True, group="personal_action"
+    )
+
+    edit_file: "EditFileAction | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True, group="personal_action"
+    )
+
+    exec_command: "ExecCommandAction | None" = betterproto2.field(
+        3, betterproto2.TYPE_MESSAGE, optional=True, group="personal_action"
+    )
+
+    process_start: "ProcessStartAction | None" = betterproto2.field(
+        4, betterproto2.TYPE_MESSAGE, optional=True, group="personal_action"
+    )
+
+    process_write: "ProcessWriteAction | None" = betterproto2.field(
+        5, betterproto2.TYPE_MESSAGE, optional=True, group="personal_action"
+    )
+
+
+default_message_pool.register_message("wuu.userhost.v1", "PersonalAction", PersonalAction)
+
+
+@dataclass(eq=False, repr=False)
 class PluginClientCancelParams(betterproto2.Message):
     """
     Cancels a `plugin/client/request` in flight on the same connection. The cancel is answered at once. The
@@ -1349,9 +2997,9 @@ class PluginClientInvalidateParams(betterproto2.Message):
     """
     A content-free notice, sent through the host's generation-scoped client invalidation service to the
     connections whose captured graph is `graph_generation`, that durable plugin state changed. It carries no
-    state: the client rereads it (reactions with `agents.reactions`) and ignores revisions older than those it
-    holds. Delivery is best-effort: clients recover lost notices by rereading on reconnect and periodically,
-    and a failed delivery never rolls back the change.
+    state: the client rereads it (reactions with `agents.reactions`, approval cards with `approvals.list`) and
+    ignores revisions older than those it holds. Delivery is best-effort: clients recover lost notices by
+    rereading on reconnect and periodically, and a failed delivery never rolls back the change.
     """
 
     graph_generation: "int" = betterproto2.field(1, betterproto2.TYPE_INT64)
@@ -1480,6 +3128,102 @@ default_message_pool.register_message("wuu.userhost.v1", "PluginInventoryEntry",
 
 
 @dataclass(eq=False, repr=False)
+class ProcessInputPreview(betterproto2.Message):
+    """
+    The preview of a `process_write` action: the input and the process it goes to.
+    """
+
+    kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The preview kind: `process_write`.
+    """
+
+    process_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The process the input goes to.
+    """
+
+    argv: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The process's program and arguments, as its `process_start` gave them.
+    """
+
+    data: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The input.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ProcessInputPreview", ProcessInputPreview)
+
+
+@dataclass(eq=False, repr=False)
+class ProcessStartAction(betterproto2.Message):
+    """
+    Starts an interactive process in the Personal files root, in `standard`, attached to the host: it reads its
+    input from `process_write` actions and ends at the latest when the host closes. Approving it approves no
+    input: each `process_write` is an action of its own. Personal never runs a detached process, and an action
+    that would start one is refused (`detached_process`).
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool: `process_start`.
+    """
+
+    argv: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The program and its arguments, 1 to 256 strings; no shell is involved. The program is looked up on the
+    command's PATH in the execution environment.
+    """
+
+    cwd: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The working directory in the Personal files root.
+    """
+
+    env: "dict[str, str]" = betterproto2.field(
+        4,
+        betterproto2.TYPE_MAP,
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
+    )
+    """
+    Extra environment variables over the execution environment's own, at most 64; an empty object for none.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ProcessStartAction", ProcessStartAction)
+
+
+@dataclass(eq=False, repr=False)
+class ProcessWriteAction(betterproto2.Message):
+    """
+    Writes input to a process started by an approved `process_start` of this space that is still running. Each
+    write is its own card, and no rule ever handles one: starting a process, or approving an earlier write,
+    approves no later input.
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool: `process_write`.
+    """
+
+    process_id: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The process, as named by the receipt of its `process_start` (`ActionReceipt.process_id`). Any other ID gets
+    `unknown_process`.
+    """
+
+    data: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The input, written as UTF-8: 1 byte to 64 KiB.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ProcessWriteAction", ProcessWriteAction)
+
+
+@dataclass(eq=False, repr=False)
 class PushRegisterParams(betterproto2.Message):
     """
     Registers the calling device for push. The host binds the registration to the authenticated device of this
@@ -1569,6 +3313,72 @@ class PushUnregisterResult(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.userhost.v1", "PushUnregisterResult", PushUnregisterResult)
+
+
+@dataclass(eq=False, repr=False)
+class ReviewSettings(betterproto2.Message):
+    """
+    The space's automatic-review setting. A new Personal space has automatic review on; a choice the owner made
+    (`explicit`) is kept as it is.
+    """
+
+    automatic_review: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    True when automatic review decides the cards that no rule handles; false when they wait for the owner.
+    """
+
+    explicit: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    True once the owner has set the value (`approvals.review.set`); false while it is the default.
+    """
+
+    revision: "int" = betterproto2.field(3, betterproto2.TYPE_INT64)
+    """
+    The setting's revision: 0 until the owner first sets it, one more at every change.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ReviewSettings", ReviewSettings)
+
+
+@dataclass(eq=False, repr=False)
+class RulePreview(betterproto2.Message):
+    """
+    The rule that `Handle automatically next time` would save for a card, shown before it is saved. Previewing
+    writes nothing, and saving the rule does not decide the card: approving this action is a separate write
+    (`approvals.decide`).
+    """
+
+    card_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The card the rule is derived from.
+    """
+
+    kind: "ApprovalRuleKind" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: ApprovalRuleKind(0)
+    )
+    """
+    What the rule would match.
+    """
+
+    match: "ApprovalRuleMatch | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Exactly what the rule would match: the card's path and operation, or its whole invocation.
+    """
+
+    description: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    What the rule would permit, in words, for the owner (for example `Write notes/todo.txt`).
+    """
+
+    preview_digest: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    `sha256:` and the lowercase hexadecimal SHA-256 of the canonical JSON (RFC 8785) of an object with `kind`
+    and `match`: what `approvals.rules.save` names, so that the saved rule is exactly the one shown.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "RulePreview", RulePreview)
 
 
 @dataclass(eq=False, repr=False)
@@ -1994,6 +3804,38 @@ default_message_pool.register_message(
 )
 
 
+@dataclass(eq=False, repr=False)
+class WriteFileAction(betterproto2.Message):
+    """
+    Replaces a file's content in the Personal files root, creating the file if it is missing. An existing target
+    MUST be a regular file with a single link, reached through no symbolic link; else the action is refused
+    (`ActionRefusal`).
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool: `write_file`.
+    """
+
+    path: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The file to write.
+    """
+
+    content: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The new content, written as UTF-8: at most 1 MiB (1,048,576 bytes).
+    """
+
+    create_dirs: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    """
+    When true, missing parent directories are created; when false, a missing parent makes the action fail.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "WriteFileAction", WriteFileAction)
+
+
 class UserHostStub:
     """
     The user-host RPC as a gRPC service: one rpc per method of spec/methods/userhost.json (the Personal plugin
@@ -2142,4 +3984,5 @@ class UserHostStub:
 
 
 from ....google import protobuf as ___google__protobuf__
+from ...permissions import v1 as __permissions__v1__
 from ...receipts import v1 as __receipts__v1__

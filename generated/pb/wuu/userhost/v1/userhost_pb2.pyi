@@ -2,6 +2,7 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 from google.protobuf import empty_pb2 as _empty_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from wuu.generated.pb.wuu.permissions.v1 import permissions_pb2 as _permissions_pb2
 from wuu.generated.pb.wuu.receipts.v1 import receipts_pb2 as _receipts_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -11,6 +12,97 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ActionRefusal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTION_REFUSAL_UNSPECIFIED: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_PATH_OUTSIDE_ROOT: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_SYMLINK: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_MULTIPLE_LINKS: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_NOT_REGULAR_FILE: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_PROTECTED_PATH: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_SENSITIVE_PATH: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_DETACHED_PROCESS: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_UNKNOWN_PROCESS: _ClassVar[ActionRefusal]
+    ACTION_REFUSAL_INVALID_ACTION: _ClassVar[ActionRefusal]
+
+class ApprovalSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_SOURCE_UNSPECIFIED: _ClassVar[ApprovalSource]
+    APPROVAL_SOURCE_MAIN_CHAT: _ClassVar[ApprovalSource]
+    APPROVAL_SOURCE_TASK: _ClassVar[ApprovalSource]
+
+class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_STATUS_UNSPECIFIED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_WAITING: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_APPROVED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_RUNNING: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_SUCCEEDED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_FAILED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_UNKNOWN: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_DENIED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_EXPIRED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_CANCELLED: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_STALE: _ClassVar[ApprovalStatus]
+
+class ApprovalDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_DECIDER_UNSPECIFIED: _ClassVar[ApprovalDecider]
+    APPROVAL_DECIDER_OWNER: _ClassVar[ApprovalDecider]
+    APPROVAL_DECIDER_RULE: _ClassVar[ApprovalDecider]
+    APPROVAL_DECIDER_REVIEW: _ClassVar[ApprovalDecider]
+
+class ApprovalVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_VERDICT_UNSPECIFIED: _ClassVar[ApprovalVerdict]
+    APPROVAL_VERDICT_ALLOW: _ClassVar[ApprovalVerdict]
+    APPROVAL_VERDICT_DENY: _ClassVar[ApprovalVerdict]
+
+class ReviewVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REVIEW_VERDICT_UNSPECIFIED: _ClassVar[ReviewVerdict]
+    REVIEW_VERDICT_ALLOW: _ClassVar[ReviewVerdict]
+    REVIEW_VERDICT_DENY: _ClassVar[ReviewVerdict]
+    REVIEW_VERDICT_UNSURE: _ClassVar[ReviewVerdict]
+    REVIEW_VERDICT_UNAVAILABLE: _ClassVar[ReviewVerdict]
+
+class FileOperation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_OPERATION_UNSPECIFIED: _ClassVar[FileOperation]
+    FILE_OPERATION_WRITE_FILE: _ClassVar[FileOperation]
+    FILE_OPERATION_EDIT_FILE: _ClassVar[FileOperation]
+
+class OriginalState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORIGINAL_STATE_UNSPECIFIED: _ClassVar[OriginalState]
+    ORIGINAL_STATE_MISSING: _ClassVar[OriginalState]
+    ORIGINAL_STATE_TEXT: _ClassVar[OriginalState]
+    ORIGINAL_STATE_UNAVAILABLE: _ClassVar[OriginalState]
+
+class OriginalUnavailableReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORIGINAL_UNAVAILABLE_REASON_UNSPECIFIED: _ClassVar[OriginalUnavailableReason]
+    ORIGINAL_UNAVAILABLE_REASON_TOO_LARGE: _ClassVar[OriginalUnavailableReason]
+    ORIGINAL_UNAVAILABLE_REASON_BINARY: _ClassVar[OriginalUnavailableReason]
+
+class ApprovalRuleKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_RULE_KIND_UNSPECIFIED: _ClassVar[ApprovalRuleKind]
+    APPROVAL_RULE_KIND_FILE: _ClassVar[ApprovalRuleKind]
+    APPROVAL_RULE_KIND_COMMAND: _ClassVar[ApprovalRuleKind]
+
+class ApprovalRuleMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_RULE_MODE_UNSPECIFIED: _ClassVar[ApprovalRuleMode]
+    APPROVAL_RULE_MODE_AUTOMATIC: _ClassVar[ApprovalRuleMode]
+    APPROVAL_RULE_MODE_ASK_FIRST: _ClassVar[ApprovalRuleMode]
+
+class ApprovalChoice(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_CHOICE_UNSPECIFIED: _ClassVar[ApprovalChoice]
+    APPROVAL_CHOICE_ALLOW_ONCE: _ClassVar[ApprovalChoice]
+    APPROVAL_CHOICE_DENY: _ClassVar[ApprovalChoice]
 
 class UserHostErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -70,6 +162,7 @@ class PluginInvalidationTopic(int, metaclass=_enum_type_wrapper.EnumTypeWrapper)
     __slots__ = ()
     PLUGIN_INVALIDATION_TOPIC_UNSPECIFIED: _ClassVar[PluginInvalidationTopic]
     PLUGIN_INVALIDATION_TOPIC_REACTIONS: _ClassVar[PluginInvalidationTopic]
+    PLUGIN_INVALIDATION_TOPIC_APPROVALS: _ClassVar[PluginInvalidationTopic]
 
 class PushProvider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -82,6 +175,61 @@ class UserQuestionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     USER_QUESTION_STATUS_UNSPECIFIED: _ClassVar[UserQuestionStatus]
     USER_QUESTION_STATUS_ANSWERED: _ClassVar[UserQuestionStatus]
     USER_QUESTION_STATUS_DISMISSED: _ClassVar[UserQuestionStatus]
+ACTION_REFUSAL_UNSPECIFIED: ActionRefusal
+ACTION_REFUSAL_PATH_OUTSIDE_ROOT: ActionRefusal
+ACTION_REFUSAL_SYMLINK: ActionRefusal
+ACTION_REFUSAL_MULTIPLE_LINKS: ActionRefusal
+ACTION_REFUSAL_NOT_REGULAR_FILE: ActionRefusal
+ACTION_REFUSAL_PROTECTED_PATH: ActionRefusal
+ACTION_REFUSAL_SENSITIVE_PATH: ActionRefusal
+ACTION_REFUSAL_DETACHED_PROCESS: ActionRefusal
+ACTION_REFUSAL_UNKNOWN_PROCESS: ActionRefusal
+ACTION_REFUSAL_INVALID_ACTION: ActionRefusal
+APPROVAL_SOURCE_UNSPECIFIED: ApprovalSource
+APPROVAL_SOURCE_MAIN_CHAT: ApprovalSource
+APPROVAL_SOURCE_TASK: ApprovalSource
+APPROVAL_STATUS_UNSPECIFIED: ApprovalStatus
+APPROVAL_STATUS_WAITING: ApprovalStatus
+APPROVAL_STATUS_APPROVED: ApprovalStatus
+APPROVAL_STATUS_RUNNING: ApprovalStatus
+APPROVAL_STATUS_SUCCEEDED: ApprovalStatus
+APPROVAL_STATUS_FAILED: ApprovalStatus
+APPROVAL_STATUS_UNKNOWN: ApprovalStatus
+APPROVAL_STATUS_DENIED: ApprovalStatus
+APPROVAL_STATUS_EXPIRED: ApprovalStatus
+APPROVAL_STATUS_CANCELLED: ApprovalStatus
+APPROVAL_STATUS_STALE: ApprovalStatus
+APPROVAL_DECIDER_UNSPECIFIED: ApprovalDecider
+APPROVAL_DECIDER_OWNER: ApprovalDecider
+APPROVAL_DECIDER_RULE: ApprovalDecider
+APPROVAL_DECIDER_REVIEW: ApprovalDecider
+APPROVAL_VERDICT_UNSPECIFIED: ApprovalVerdict
+APPROVAL_VERDICT_ALLOW: ApprovalVerdict
+APPROVAL_VERDICT_DENY: ApprovalVerdict
+REVIEW_VERDICT_UNSPECIFIED: ReviewVerdict
+REVIEW_VERDICT_ALLOW: ReviewVerdict
+REVIEW_VERDICT_DENY: ReviewVerdict
+REVIEW_VERDICT_UNSURE: ReviewVerdict
+REVIEW_VERDICT_UNAVAILABLE: ReviewVerdict
+FILE_OPERATION_UNSPECIFIED: FileOperation
+FILE_OPERATION_WRITE_FILE: FileOperation
+FILE_OPERATION_EDIT_FILE: FileOperation
+ORIGINAL_STATE_UNSPECIFIED: OriginalState
+ORIGINAL_STATE_MISSING: OriginalState
+ORIGINAL_STATE_TEXT: OriginalState
+ORIGINAL_STATE_UNAVAILABLE: OriginalState
+ORIGINAL_UNAVAILABLE_REASON_UNSPECIFIED: OriginalUnavailableReason
+ORIGINAL_UNAVAILABLE_REASON_TOO_LARGE: OriginalUnavailableReason
+ORIGINAL_UNAVAILABLE_REASON_BINARY: OriginalUnavailableReason
+APPROVAL_RULE_KIND_UNSPECIFIED: ApprovalRuleKind
+APPROVAL_RULE_KIND_FILE: ApprovalRuleKind
+APPROVAL_RULE_KIND_COMMAND: ApprovalRuleKind
+APPROVAL_RULE_MODE_UNSPECIFIED: ApprovalRuleMode
+APPROVAL_RULE_MODE_AUTOMATIC: ApprovalRuleMode
+APPROVAL_RULE_MODE_ASK_FIRST: ApprovalRuleMode
+APPROVAL_CHOICE_UNSPECIFIED: ApprovalChoice
+APPROVAL_CHOICE_ALLOW_ONCE: ApprovalChoice
+APPROVAL_CHOICE_DENY: ApprovalChoice
 USER_HOST_ERROR_CODE_UNSPECIFIED: UserHostErrorCode
 USER_HOST_ERROR_CODE_PARSE_ERROR: UserHostErrorCode
 USER_HOST_ERROR_CODE_INVALID_REQUEST: UserHostErrorCode
@@ -123,12 +271,469 @@ HISTORY_ROLE_USER: HistoryRole
 HISTORY_ROLE_ASSISTANT: HistoryRole
 PLUGIN_INVALIDATION_TOPIC_UNSPECIFIED: PluginInvalidationTopic
 PLUGIN_INVALIDATION_TOPIC_REACTIONS: PluginInvalidationTopic
+PLUGIN_INVALIDATION_TOPIC_APPROVALS: PluginInvalidationTopic
 PUSH_PROVIDER_UNSPECIFIED: PushProvider
 PUSH_PROVIDER_APNS: PushProvider
 PUSH_PROVIDER_FCM: PushProvider
 USER_QUESTION_STATUS_UNSPECIFIED: UserQuestionStatus
 USER_QUESTION_STATUS_ANSWERED: UserQuestionStatus
 USER_QUESTION_STATUS_DISMISSED: UserQuestionStatus
+
+class PersonalAction(_message.Message):
+    __slots__ = ("write_file", "edit_file", "exec_command", "process_start", "process_write")
+    WRITE_FILE_FIELD_NUMBER: _ClassVar[int]
+    EDIT_FILE_FIELD_NUMBER: _ClassVar[int]
+    EXEC_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_START_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_WRITE_FIELD_NUMBER: _ClassVar[int]
+    write_file: WriteFileAction
+    edit_file: EditFileAction
+    exec_command: ExecCommandAction
+    process_start: ProcessStartAction
+    process_write: ProcessWriteAction
+    def __init__(self, write_file: _Optional[_Union[WriteFileAction, _Mapping]] = ..., edit_file: _Optional[_Union[EditFileAction, _Mapping]] = ..., exec_command: _Optional[_Union[ExecCommandAction, _Mapping]] = ..., process_start: _Optional[_Union[ProcessStartAction, _Mapping]] = ..., process_write: _Optional[_Union[ProcessWriteAction, _Mapping]] = ...) -> None: ...
+
+class WriteFileAction(_message.Message):
+    __slots__ = ("tool", "path", "content", "create_dirs")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CREATE_DIRS_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    path: str
+    content: str
+    create_dirs: bool
+    def __init__(self, tool: _Optional[str] = ..., path: _Optional[str] = ..., content: _Optional[str] = ..., create_dirs: _Optional[bool] = ...) -> None: ...
+
+class EditFileAction(_message.Message):
+    __slots__ = ("tool", "path", "old_string", "new_string", "replace_all")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OLD_STRING_FIELD_NUMBER: _ClassVar[int]
+    NEW_STRING_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ALL_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    path: str
+    old_string: str
+    new_string: str
+    replace_all: bool
+    def __init__(self, tool: _Optional[str] = ..., path: _Optional[str] = ..., old_string: _Optional[str] = ..., new_string: _Optional[str] = ..., replace_all: _Optional[bool] = ...) -> None: ...
+
+class ExecCommandAction(_message.Message):
+    __slots__ = ("tool", "argv", "cwd", "env", "timeout_ms")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    timeout_ms: int
+    def __init__(self, tool: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ProcessStartAction(_message.Message):
+    __slots__ = ("tool", "argv", "cwd", "env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, tool: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ProcessWriteAction(_message.Message):
+    __slots__ = ("tool", "process_id", "data")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    process_id: str
+    data: str
+    def __init__(self, tool: _Optional[str] = ..., process_id: _Optional[str] = ..., data: _Optional[str] = ...) -> None: ...
+
+class ApprovalCard(_message.Message):
+    __slots__ = ("card_id", "session_id", "message_seq", "source", "task_id", "action", "digest", "revision", "status", "summary", "preview", "created_at", "expires_at", "decision", "review", "receipt")
+    CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    REVIEW_FIELD_NUMBER: _ClassVar[int]
+    RECEIPT_FIELD_NUMBER: _ClassVar[int]
+    card_id: str
+    session_id: str
+    message_seq: int
+    source: ApprovalSource
+    task_id: str
+    action: PersonalAction
+    digest: str
+    revision: int
+    status: ApprovalStatus
+    summary: str
+    preview: ActionPreview
+    created_at: str
+    expires_at: str
+    decision: ApprovalDecision
+    review: ApprovalReview
+    receipt: _receipts_pb2.ActionReceipt
+    def __init__(self, card_id: _Optional[str] = ..., session_id: _Optional[str] = ..., message_seq: _Optional[int] = ..., source: _Optional[_Union[ApprovalSource, str]] = ..., task_id: _Optional[str] = ..., action: _Optional[_Union[PersonalAction, _Mapping]] = ..., digest: _Optional[str] = ..., revision: _Optional[int] = ..., status: _Optional[_Union[ApprovalStatus, str]] = ..., summary: _Optional[str] = ..., preview: _Optional[_Union[ActionPreview, _Mapping]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., review: _Optional[_Union[ApprovalReview, _Mapping]] = ..., receipt: _Optional[_Union[_receipts_pb2.ActionReceipt, _Mapping]] = ...) -> None: ...
+
+class ApprovalDecision(_message.Message):
+    __slots__ = ("by", "verdict", "rule_id", "reason", "decided_at")
+    BY_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    by: ApprovalDecider
+    verdict: ApprovalVerdict
+    rule_id: str
+    reason: str
+    decided_at: str
+    def __init__(self, by: _Optional[_Union[ApprovalDecider, str]] = ..., verdict: _Optional[_Union[ApprovalVerdict, str]] = ..., rule_id: _Optional[str] = ..., reason: _Optional[str] = ..., decided_at: _Optional[str] = ...) -> None: ...
+
+class ApprovalReview(_message.Message):
+    __slots__ = ("verdict", "reason", "reviewed_at")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REVIEWED_AT_FIELD_NUMBER: _ClassVar[int]
+    verdict: ReviewVerdict
+    reason: str
+    reviewed_at: str
+    def __init__(self, verdict: _Optional[_Union[ReviewVerdict, str]] = ..., reason: _Optional[str] = ..., reviewed_at: _Optional[str] = ...) -> None: ...
+
+class ActionPreview(_message.Message):
+    __slots__ = ("file", "command", "process_write")
+    FILE_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_WRITE_FIELD_NUMBER: _ClassVar[int]
+    file: FileActionPreview
+    command: CommandActionPreview
+    process_write: ProcessInputPreview
+    def __init__(self, file: _Optional[_Union[FileActionPreview, _Mapping]] = ..., command: _Optional[_Union[CommandActionPreview, _Mapping]] = ..., process_write: _Optional[_Union[ProcessInputPreview, _Mapping]] = ...) -> None: ...
+
+class FileActionPreview(_message.Message):
+    __slots__ = ("kind", "path", "operation", "original", "content", "old_string", "new_string")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    OLD_STRING_FIELD_NUMBER: _ClassVar[int]
+    NEW_STRING_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    path: str
+    operation: FileOperation
+    original: FileOriginal
+    content: str
+    old_string: str
+    new_string: str
+    def __init__(self, kind: _Optional[str] = ..., path: _Optional[str] = ..., operation: _Optional[_Union[FileOperation, str]] = ..., original: _Optional[_Union[FileOriginal, _Mapping]] = ..., content: _Optional[str] = ..., old_string: _Optional[str] = ..., new_string: _Optional[str] = ...) -> None: ...
+
+class FileOriginal(_message.Message):
+    __slots__ = ("state", "text", "reason", "size", "sha256")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    state: OriginalState
+    text: str
+    reason: OriginalUnavailableReason
+    size: int
+    sha256: str
+    def __init__(self, state: _Optional[_Union[OriginalState, str]] = ..., text: _Optional[str] = ..., reason: _Optional[_Union[OriginalUnavailableReason, str]] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
+
+class CommandActionPreview(_message.Message):
+    __slots__ = ("kind", "argv", "resolved_command", "cwd", "env", "permission_mode")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    resolved_command: str
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    permission_mode: _permissions_pb2.PermissionMode
+    def __init__(self, kind: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., resolved_command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ...) -> None: ...
+
+class ProcessInputPreview(_message.Message):
+    __slots__ = ("kind", "process_id", "argv", "data")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    process_id: str
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    data: str
+    def __init__(self, kind: _Optional[str] = ..., process_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., data: _Optional[str] = ...) -> None: ...
+
+class ApprovalRuleMatch(_message.Message):
+    __slots__ = ("file_rule_match", "command_rule_match")
+    FILE_RULE_MATCH_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_RULE_MATCH_FIELD_NUMBER: _ClassVar[int]
+    file_rule_match: FileRuleMatch
+    command_rule_match: CommandRuleMatch
+    def __init__(self, file_rule_match: _Optional[_Union[FileRuleMatch, _Mapping]] = ..., command_rule_match: _Optional[_Union[CommandRuleMatch, _Mapping]] = ...) -> None: ...
+
+class FileRuleMatch(_message.Message):
+    __slots__ = ("path", "operation")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    operation: FileOperation
+    def __init__(self, path: _Optional[str] = ..., operation: _Optional[_Union[FileOperation, str]] = ...) -> None: ...
+
+class CommandRuleMatch(_message.Message):
+    __slots__ = ("argv", "resolved_command", "cwd", "env", "permission_mode")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    RESOLVED_COMMAND_FIELD_NUMBER: _ClassVar[int]
+    CWD_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    resolved_command: str
+    cwd: str
+    env: _containers.ScalarMap[str, str]
+    permission_mode: _permissions_pb2.PermissionMode
+    def __init__(self, argv: _Optional[_Iterable[str]] = ..., resolved_command: _Optional[str] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ...) -> None: ...
+
+class ApprovalRule(_message.Message):
+    __slots__ = ("rule_id", "kind", "match", "mode", "paused", "revision", "created_at", "updated_at", "source_card_id")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    kind: ApprovalRuleKind
+    match: ApprovalRuleMatch
+    mode: ApprovalRuleMode
+    paused: bool
+    revision: int
+    created_at: str
+    updated_at: str
+    source_card_id: str
+    def __init__(self, rule_id: _Optional[str] = ..., kind: _Optional[_Union[ApprovalRuleKind, str]] = ..., match: _Optional[_Union[ApprovalRuleMatch, _Mapping]] = ..., mode: _Optional[_Union[ApprovalRuleMode, str]] = ..., paused: _Optional[bool] = ..., revision: _Optional[int] = ..., created_at: _Optional[str] = ..., updated_at: _Optional[str] = ..., source_card_id: _Optional[str] = ...) -> None: ...
+
+class RulePreview(_message.Message):
+    __slots__ = ("card_id", "kind", "match", "description", "preview_digest")
+    CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    card_id: str
+    kind: ApprovalRuleKind
+    match: ApprovalRuleMatch
+    description: str
+    preview_digest: str
+    def __init__(self, card_id: _Optional[str] = ..., kind: _Optional[_Union[ApprovalRuleKind, str]] = ..., match: _Optional[_Union[ApprovalRuleMatch, _Mapping]] = ..., description: _Optional[str] = ..., preview_digest: _Optional[str] = ...) -> None: ...
+
+class ReviewSettings(_message.Message):
+    __slots__ = ("automatic_review", "explicit", "revision")
+    AUTOMATIC_REVIEW_FIELD_NUMBER: _ClassVar[int]
+    EXPLICIT_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    automatic_review: bool
+    explicit: bool
+    revision: int
+    def __init__(self, automatic_review: _Optional[bool] = ..., explicit: _Optional[bool] = ..., revision: _Optional[int] = ...) -> None: ...
+
+class ApprovalsListParams(_message.Message):
+    __slots__ = ("session_id", "card_ids")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CARD_IDS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    card_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., card_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ApprovalsListResult(_message.Message):
+    __slots__ = ("cards",)
+    CARDS_FIELD_NUMBER: _ClassVar[int]
+    cards: _containers.RepeatedCompositeFieldContainer[ApprovalCard]
+    def __init__(self, cards: _Optional[_Iterable[_Union[ApprovalCard, _Mapping]]] = ...) -> None: ...
+
+class ApprovalsDecideParams(_message.Message):
+    __slots__ = ("session_id", "card_id", "digest", "expected_revision", "decision", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    card_id: str
+    digest: str
+    expected_revision: int
+    decision: ApprovalChoice
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., card_id: _Optional[str] = ..., digest: _Optional[str] = ..., expected_revision: _Optional[int] = ..., decision: _Optional[_Union[ApprovalChoice, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsDecideResult(_message.Message):
+    __slots__ = ("card",)
+    CARD_FIELD_NUMBER: _ClassVar[int]
+    card: ApprovalCard
+    def __init__(self, card: _Optional[_Union[ApprovalCard, _Mapping]] = ...) -> None: ...
+
+class ApprovalsRulesPreviewParams(_message.Message):
+    __slots__ = ("session_id", "card_id", "digest", "expected_revision")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    card_id: str
+    digest: str
+    expected_revision: int
+    def __init__(self, session_id: _Optional[str] = ..., card_id: _Optional[str] = ..., digest: _Optional[str] = ..., expected_revision: _Optional[int] = ...) -> None: ...
+
+class ApprovalsRulesPreviewResult(_message.Message):
+    __slots__ = ("preview",)
+    PREVIEW_FIELD_NUMBER: _ClassVar[int]
+    preview: RulePreview
+    def __init__(self, preview: _Optional[_Union[RulePreview, _Mapping]] = ...) -> None: ...
+
+class ApprovalsRulesSaveParams(_message.Message):
+    __slots__ = ("session_id", "card_id", "preview_digest", "mode", "request_id")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CARD_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    card_id: str
+    preview_digest: str
+    mode: ApprovalRuleMode
+    request_id: str
+    def __init__(self, session_id: _Optional[str] = ..., card_id: _Optional[str] = ..., preview_digest: _Optional[str] = ..., mode: _Optional[_Union[ApprovalRuleMode, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsRulesSaveResult(_message.Message):
+    __slots__ = ("rule",)
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    rule: ApprovalRule
+    def __init__(self, rule: _Optional[_Union[ApprovalRule, _Mapping]] = ...) -> None: ...
+
+class ApprovalsRulesListParams(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApprovalsRulesListResult(_message.Message):
+    __slots__ = ("rules",)
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[ApprovalRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[ApprovalRule, _Mapping]]] = ...) -> None: ...
+
+class ApprovalsRulesUpdateParams(_message.Message):
+    __slots__ = ("rule_id", "expected_revision", "mode", "paused", "request_id")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    expected_revision: int
+    mode: ApprovalRuleMode
+    paused: bool
+    request_id: str
+    def __init__(self, rule_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., mode: _Optional[_Union[ApprovalRuleMode, str]] = ..., paused: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsRulesUpdateResult(_message.Message):
+    __slots__ = ("rule",)
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    rule: ApprovalRule
+    def __init__(self, rule: _Optional[_Union[ApprovalRule, _Mapping]] = ...) -> None: ...
+
+class ApprovalsRulesDeleteParams(_message.Message):
+    __slots__ = ("rule_id", "expected_revision", "request_id")
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    expected_revision: int
+    request_id: str
+    def __init__(self, rule_id: _Optional[str] = ..., expected_revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsRulesDeleteResult(_message.Message):
+    __slots__ = ("rule_id",)
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    def __init__(self, rule_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsReviewReadParams(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ApprovalsReviewReadResult(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: ReviewSettings
+    def __init__(self, settings: _Optional[_Union[ReviewSettings, _Mapping]] = ...) -> None: ...
+
+class ApprovalsReviewSetParams(_message.Message):
+    __slots__ = ("automatic_review", "expected_revision", "request_id")
+    AUTOMATIC_REVIEW_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_REVISION_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    automatic_review: bool
+    expected_revision: int
+    request_id: str
+    def __init__(self, automatic_review: _Optional[bool] = ..., expected_revision: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ApprovalsReviewSetResult(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: ReviewSettings
+    def __init__(self, settings: _Optional[_Union[ReviewSettings, _Mapping]] = ...) -> None: ...
 
 class JsonRpcRequest(_message.Message):
     __slots__ = ("jsonrpc", "id", "method", "params")
@@ -407,7 +1012,7 @@ class AgentsHistoryReadResult(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[HistoryMessage, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
 
 class HistoryMessage(_message.Message):
-    __slots__ = ("message_seq", "role", "text", "created_at", "reaction_eligible", "reactions", "attachments", "question_id")
+    __slots__ = ("message_seq", "role", "text", "created_at", "reaction_eligible", "reactions", "attachments", "question_id", "approval_id")
     MESSAGE_SEQ_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +1021,7 @@ class HistoryMessage(_message.Message):
     REACTIONS_FIELD_NUMBER: _ClassVar[int]
     ATTACHMENTS_FIELD_NUMBER: _ClassVar[int]
     QUESTION_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
     message_seq: int
     role: HistoryRole
     text: str
@@ -424,7 +1030,8 @@ class HistoryMessage(_message.Message):
     reactions: _receipts_pb2.ReactionState
     attachments: _containers.RepeatedCompositeFieldContainer[_receipts_pb2.AttachmentMetadata]
     question_id: str
-    def __init__(self, message_seq: _Optional[int] = ..., role: _Optional[_Union[HistoryRole, str]] = ..., text: _Optional[str] = ..., created_at: _Optional[str] = ..., reaction_eligible: _Optional[bool] = ..., reactions: _Optional[_Union[_receipts_pb2.ReactionState, _Mapping]] = ..., attachments: _Optional[_Iterable[_Union[_receipts_pb2.AttachmentMetadata, _Mapping]]] = ..., question_id: _Optional[str] = ...) -> None: ...
+    approval_id: str
+    def __init__(self, message_seq: _Optional[int] = ..., role: _Optional[_Union[HistoryRole, str]] = ..., text: _Optional[str] = ..., created_at: _Optional[str] = ..., reaction_eligible: _Optional[bool] = ..., reactions: _Optional[_Union[_receipts_pb2.ReactionState, _Mapping]] = ..., attachments: _Optional[_Iterable[_Union[_receipts_pb2.AttachmentMetadata, _Mapping]]] = ..., question_id: _Optional[str] = ..., approval_id: _Optional[str] = ...) -> None: ...
 
 class HostSessionAttachmentReadParams(_message.Message):
     __slots__ = ("session_id", "attachment_id", "offset", "max_chars")

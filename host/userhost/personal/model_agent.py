@@ -1,0 +1,112 @@
+"""The bundled main agent: a model behind the `ModelAdapter` interface, offered the Personal tools.
+
+A step puts the whole offered history before the model; each tool call it makes goes through the step
+(`AgentStep.tool`: the host turns actions into approval cards and asks questions), and its result goes back to
+the model, until the model answers with text alone, which is saved as the step's reply. The tools' parameters
+are the spec's action defs (spec/schema/userhost/approvals.schema.json).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from wuu.generated.validators import bundle
+
+from .agent import ASK_OWNER, AgentStep
+from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
+
+ACTION_TOOLS = {
+    "write_file": (
+        "WriteFileAction",
+        "Replace a file's content in the owner's files (asks the owner first).",
+    ),
+    "edit_file": (
+        "EditFileAction",
+        "Replace exact text in a file of the owner's files (asks the owner first).",
+    ),
+    "exec_command": ("ExecCommandAction", "Run a command to completion in the owner's files (asks first)."),
+    "process_start": (
+        "ProcessStartAction",
+        "Start an interactive process (asks first; its input asks again).",
+    ),
+    "process_write": ("ProcessWriteAction", "Send input to an interactive process (asks first)."),
+}
+"""The action tools, their spec defs and what the model is told of each."""
+GUIDANCE = (
+    "You are the owner's Personal assistant. File changes and commands are actions the owner approves: "
+    "calling a tool proposes the action, and its result says whether it waits for approval, runs, or was "
+    "refused. Never claim that an action you proposed has happened before its result says so."
+)
+MAX_ROUNDS = 8
+"""The most model calls of one step: a model that keeps calling tools is stopped."""
+STEP_DEADLINE_SECONDS = 120.0
+"""How long one model call may take."""
+
+
+@functools.cache
+def tools() -> tuple[ToolSpec, ...]:
+    """The tools the agent's model is offered."""
+    defs = bundle()["$defs"]
+    specs = []
+    for name, (definition, description) in ACTION_TOOLS.items():
+        parameters = _inline(defs[definition], defs)
+        parameters["properties"].pop("tool")
+        parameters["required"] = [field for field in parameters.get("required", []) if field != "tool"]
+        specs.append(ToolSpec(name, description, parameters))
+    question = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["question"],
+        "properties": {"question": {"type": "string", "minLength": 1, "description": "The question to ask."}},
+    }
+    specs.append(ToolSpec(ASK_OWNER, "Ask the owner a question and wait for the answer.", question))
+    return tuple(specs)
+
+
+def _inline(schema: Any, defs: Mapping[str, Any]) -> Any:
+    """`schema` with every local `$ref` replaced by its def, as a tool's self-contained parameters."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            return _inline(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+        return {key: _inline(value, defs) for key, value in schema.items() if not key.startswith("x-")}
+    if isinstance(schema, list):
+        return [_inline(item, defs) for item in schema]
+    return copy.copy(schema)
+
+
+class ModelAgent:
+    """The main agent on a model: `ModelAgent(StandInModel())` is the bundled default."""
+
+    def __init__(self, model: ModelAdapter) -> None:
+        self._model = model
+
+    async def step(self, step: AgentStep) -> None:
+        context = await step.assemble(step.history)
+        messages = [ChatMessage("system", GUIDANCE)]
+        messages += [
+            ChatMessage("user" if message.role == "user" else "assistant", message.text)
+            for message in context.messages
+        ]
+        loop = asyncio.get_running_loop()
+        for _ in range(MAX_ROUNDS):
+            try:
+                reply = await self._model.complete(
+                    messages, tools=tools(), deadline=loop.time() + STEP_DEADLINE_SECONDS
+                )
+            except ModelUnavailable as error:
+                await step.reply(f"I could not reach my model: {error}")
+                return
+            if not reply.tool_calls:
+                if reply.text:
+                    await step.reply(reply.text)
+                return
+            messages.append(ChatMessage("assistant", reply.text, tool_calls=reply.tool_calls))
+            for call in reply.tool_calls:
+                result = await step.tool(call.id, call.name, call.arguments)
+                await step.record("tool", f"{call.name} {call.id}: {result}")
+                messages.append(ChatMessage("tool", result, tool_call_id=call.id))
+        await step.reply("I stopped: one step made too many tool calls.")
