@@ -35,6 +35,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,17 +299,21 @@ class Tally:
     sent: dict[str, Step] = field(default_factory=dict)
     acknowledged: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    total: int = 0
+
     @property
     def in_flight(self) -> dict[str, Step]:
         return {key: step for key, step in self.sent.items() if key not in self.acknowledged}
+
+    def __str__(self) -> str:
+        return f"killed after {len(self.acknowledged)} of {self.total} acknowledged, {len(self.in_flight)} in flight"
 
 
 async def under_kill(space: Space, lanes: list[list[Step]], rng: random.Random) -> Tally:
     """Run each lane's steps in order on a client of its own and SIGKILL the host a seeded moment after a
     seeded number of acknowledgements (all of them, at most); what was sent and acknowledged by then."""
-    tally = Tally()
-    total = sum(len(lane) for lane in lanes)
-    target = rng.randint(0, total)
+    tally = Tally(total=sum(len(lane) for lane in lanes))
+    target = rng.randint(0, tally.total)
     reached = asyncio.Event()
     if target == 0:
         reached.set()
@@ -351,7 +356,7 @@ def decided(card: dict[str, Any], choice: str) -> bool:
 
 async def decide_point(
     space: Space, client: UserHostClient, point: int, rng: random.Random
-) -> UserHostClient:
+) -> tuple[UserHostClient, str]:
     contents = {f"d{point}/{n}.txt": f"point {point} card {n}\n" for n in range(DECIDE_CARDS)}
     made = await propose(space, client, {path: f"/write {path}\n{text}" for path, text in contents.items()})
     choices = {path: rng.choice(("allow_once", "deny")) for path in made}
@@ -393,7 +398,8 @@ async def decide_point(
         if path not in tally.sent and (space.files / path).exists():
             raise Problem(f"the write of {path} ran without a decision")
     check_store(space)
-    return client
+    ended = Counter(card["status"] for card in final.values())
+    return client, f"{tally} decisions; then {dict(sorted(ended.items()))}"
 
 
 # --- execution ---------------------------------------------------------------------------------
@@ -406,7 +412,7 @@ def marks(space: Space) -> list[str]:
 
 async def execution_point(
     space: Space, client: UserHostClient, point: int, rng: random.Random
-) -> UserHostClient:
+) -> tuple[UserHostClient, str]:
     tags = [f"p{point}-{n}" for n in range(RUN_CARDS)]
     argvs = {tag: ["sh", "-c", f"echo {tag} >> {MARKS}; sleep {RUN_SLEEP_S}"] for tag in tags}
     made = await propose(
@@ -420,7 +426,7 @@ async def execution_point(
         if decided_card["card"]["status"] not in ("approved", "running", "succeeded"):
             raise Problem(f"allowing /run {tag} left its card {decided_card['card']}")
     # A seeded moment of the runs: before the first claim, during one of the commands, or after all of them.
-    await asyncio.sleep(rng.uniform(0, RUN_CARDS * RUN_SLEEP_S * 1.5))
+    await asyncio.sleep(rng.uniform(0, RUN_CARDS * RUN_SLEEP_S * 2.5))
     await space.kill()
     ids = {tag: card["card_id"] for tag, card in by_tag.items()}
     at_kill = dict(
@@ -452,7 +458,7 @@ async def execution_point(
         else:
             raise Problem(f"/run {tag} was {was} at the kill")
     check_store(space)
-    return client
+    return client, f"at the kill {dict(sorted(Counter(at_kill.values()).items()))}"
 
 
 def check_marks(space: Space) -> None:
@@ -470,7 +476,9 @@ def canonical(rule: dict[str, Any]) -> str:
     return json.dumps([rule["kind"], rule["match"]], sort_keys=True)
 
 
-async def rules_point(space: Space, client: UserHostClient, point: int, rng: random.Random) -> UserHostClient:
+async def rules_point(
+    space: Space, client: UserHostClient, point: int, rng: random.Random
+) -> tuple[UserHostClient, str]:
     made = await propose(
         space,
         client,
@@ -520,15 +528,13 @@ async def rules_point(space: Space, client: UserHostClient, point: int, rng: ran
             or now[card["card_id"]]["revision"] != card["revision"]
         ):
             raise Problem(f"saving a rule decided the card of {path}: {now[card['card_id']]}")
+    cleanup = list(made.values())
     if tally.sent:
-        cleanup = list(made.values())
         path = rng.choice(sorted(tally.sent))
         cleanup.append(await next_action(space, client, path, ruled[path]))
-        await deny_waiting(space, client, cleanup)
-    else:
-        await deny_waiting(space, client, list(made.values()))
+    await deny_waiting(space, client, cleanup)
     check_store(space)
-    return client
+    return client, f"{tally} saves"
 
 
 async def next_action(
@@ -569,7 +575,9 @@ async def next_action(
 
 # --- the rows ----------------------------------------------------------------------------------
 
-Point = Callable[[Space, UserHostClient, int, random.Random], Awaitable[UserHostClient]]
+Point = Callable[[Space, UserHostClient, int, random.Random], Awaitable[tuple[UserHostClient, str]]]
+"""One kill point of a row: given the serving host and a client of it, the host restarted after the kill, a
+client of it, and what the point saw (a line of the log)."""
 
 
 def row(name: str, point: Point, after: Callable[[Space], None] | None = None) -> Campaign:
@@ -585,7 +593,8 @@ def row(name: str, point: Point, after: Callable[[Space], None] | None = None) -
         try:
             client = await space.start()
             for number in range(context.size(FULL_POINTS)):
-                client = await point(space, client, number, rng)
+                client, seen = await point(space, client, number, rng)
+                context.log(f"{name} point {number}: {seen}")
                 outcome.runs += 1
                 if after is not None:
                     after(space)
