@@ -137,7 +137,7 @@ class Space:
             await asyncio.sleep(POLL_S)
 
     async def kill(self) -> None:
-        """SIGKILL the host and wait until it and every process it ran (its worker, their commands) are gone."""
+        """SIGKILL the host; wait until it and every process it ran (its worker, its commands) are gone."""
         process = self.process
         assert process is not None
         if process.returncode is not None:
@@ -215,8 +215,8 @@ def action_key(action: dict[str, Any]) -> str:
 
 async def propose(space: Space, client: UserHostClient, texts: dict[str, str]) -> dict[str, dict[str, Any]]:
     """Send each text (by the key of the action it asks for) to the main agent and return the waiting cards
-    it made, by key, once automatic review has left each to the owner. One text at a time: the agent answers
-    the newest input of a step, so inputs sent together would make one card."""
+    it made, by key, once automatic review (on in a new space) has left each to the owner. One text at a
+    time: the agent answers the newest input of a step, so inputs sent together would make one card."""
     made: dict[str, dict[str, Any]] = {}
     for key, text in texts.items():
         client_input_id = f"in-{time.monotonic_ns()}"
@@ -296,17 +296,19 @@ class Step:
 class Tally:
     """What the owners sent and what the host acknowledged before the kill, by step key."""
 
+    total: int
+    """The steps of the load."""
     sent: dict[str, Step] = field(default_factory=dict)
     acknowledged: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    total: int = 0
 
     @property
     def in_flight(self) -> dict[str, Step]:
         return {key: step for key, step in self.sent.items() if key not in self.acknowledged}
 
-    def __str__(self) -> str:
-        return f"killed after {len(self.acknowledged)} of {self.total} acknowledged, {len(self.in_flight)} in flight"
+    def told(self, calls: str) -> str:
+        """The kill's moment for the log: how many of the `calls` were acknowledged, how many in flight."""
+        acknowledged, in_flight = len(self.acknowledged), len(self.in_flight)
+        return f"killed after {acknowledged} of {self.total} {calls} acknowledged, {in_flight} in flight"
 
 
 async def under_kill(space: Space, lanes: list[list[Step]], rng: random.Random) -> Tally:
@@ -327,11 +329,21 @@ async def under_kill(space: Space, lanes: list[list[Step]], rng: random.Random) 
                 reached.set()
 
     loads = [asyncio.ensure_future(run(client, lane)) for client, lane in zip(clients, lanes, strict=True)]
+    waiter = asyncio.ensure_future(reached.wait())
     try:
-        await asyncio.wait_for(reached.wait(), STEP_S)
-    except TimeoutError:
-        failed = [load.exception() for load in loads if load.done() and load.exception() is not None]
-        raise Problem(f"{target} acknowledgements did not come: {failed}") from None
+        pending: set[asyncio.Future[Any]] = {waiter, *loads}
+        while not reached.is_set():
+            done, pending = await asyncio.wait(pending, timeout=STEP_S, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                raise Problem(f"{target} acknowledgements did not come within {STEP_S:g} s")
+            for load in done:
+                if load is not waiter and load.exception() is not None:
+                    raise Problem(f"an owner's call failed before the kill: {load.exception()!r}")
+    except Problem:
+        for task in [waiter, *loads]:
+            task.cancel()
+        await asyncio.gather(waiter, *loads, return_exceptions=True)
+        raise
     await asyncio.sleep(rng.uniform(0, KILL_JITTER_S))  # the moment of the kill, not a wait for anything
     await space.kill()
     for outcome in await asyncio.gather(*loads, return_exceptions=True):
@@ -399,7 +411,7 @@ async def decide_point(
             raise Problem(f"the write of {path} ran without a decision")
     check_store(space)
     ended = Counter(card["status"] for card in final.values())
-    return client, f"{tally} decisions; then {dict(sorted(ended.items()))}"
+    return client, f"{tally.told('decisions')}; then {dict(sorted(ended.items()))}"
 
 
 # --- execution ---------------------------------------------------------------------------------
@@ -512,7 +524,11 @@ async def rules_point(
         first = tally.acknowledged.get(path, {}).get("rule", {}).get("rule_id") or before.get(canonical(rule))
         if first is not None and rule["rule_id"] != first:
             raise Problem(f"a retry of the rule save for {path} returned {rule['rule_id']}, not {first}")
-        if rule["match"].get("path") != path or rule["mode"] != step.params["mode"]:
+        if (rule["match"].get("path"), rule["mode"], rule["source_card_id"]) != (
+            path,
+            step.params["mode"],
+            step.params["card_id"],
+        ):
             raise Problem(f"a retry of the rule save for {path} returned {rule}")
     listed = (await call(client, "approvals.rules.list", {}))["rules"]
     matches = [canonical(rule) for rule in listed]
@@ -534,7 +550,7 @@ async def rules_point(
         cleanup.append(await next_action(space, client, path, ruled[path]))
     await deny_waiting(space, client, cleanup)
     check_store(space)
-    return client, f"{tally} saves"
+    return client, tally.told("rule saves")
 
 
 async def next_action(
