@@ -305,10 +305,14 @@ class Tally:
     def in_flight(self) -> dict[str, Step]:
         return {key: step for key, step in self.sent.items() if key not in self.acknowledged}
 
-    def told(self, calls: str) -> str:
-        """The kill's moment for the log: how many of the `calls` were acknowledged, how many in flight."""
+    def told(self, calls: str, landed: int) -> str:
+        """The kill's moment for the log: how many of the `calls` were acknowledged, how many were in flight,
+        and how many of those the restarted host had saved (`landed`)."""
         acknowledged, in_flight = len(self.acknowledged), len(self.in_flight)
-        return f"killed after {acknowledged} of {self.total} {calls} acknowledged, {in_flight} in flight"
+        return (
+            f"killed after {acknowledged} of {self.total} {calls} acknowledged, {in_flight} in flight "
+            f"({landed} saved)"
+        )
 
 
 async def under_kill(space: Space, lanes: list[list[Step]], rng: random.Random) -> Tally:
@@ -388,6 +392,7 @@ async def decide_point(
             raise Problem(f"the {choices[path]} of {path} in flight was half saved: the card is {found}")
         if path not in tally.sent and found["status"] != "waiting":
             raise Problem(f"the card of {path} was never decided but is {found['status']}")
+    landed = sum(now[made[path]["card_id"]]["status"] != "waiting" for path in tally.in_flight)
     for path, step in tally.sent.items():
         again = (await call(client, step.method, step.params))["card"]
         if not decided(again, choices[path]):
@@ -411,7 +416,7 @@ async def decide_point(
             raise Problem(f"the write of {path} ran without a decision")
     check_store(space)
     ended = Counter(card["status"] for card in final.values())
-    return client, f"{tally.told('decisions')}; then {dict(sorted(ended.items()))}"
+    return client, f"{tally.told('decisions', landed)}; then {dict(sorted(ended.items()))}"
 
 
 # --- execution ---------------------------------------------------------------------------------
@@ -519,6 +524,7 @@ async def rules_point(
         if by_id.get(rule["rule_id"]) != rule:
             raise Problem(f"the acknowledged rule for {path} is {by_id.get(rule['rule_id'])}, not {rule}")
     before = {canonical(rule): rule["rule_id"] for rule in listed}
+    landed = sum(path in {rule["match"].get("path") for rule in listed} for path in tally.in_flight)
     for path, step in tally.sent.items():
         rule = (await call(client, step.method, step.params))["rule"]
         first = tally.acknowledged.get(path, {}).get("rule", {}).get("rule_id") or before.get(canonical(rule))
@@ -550,7 +556,7 @@ async def rules_point(
         cleanup.append(await next_action(space, client, path, ruled[path]))
     await deny_waiting(space, client, cleanup)
     check_store(space)
-    return client, tally.told("rule saves")
+    return client, tally.told("rule saves", landed)
 
 
 async def next_action(
