@@ -14,9 +14,9 @@ spec/schema/userhost/approvals.schema.json promises:
   then runs once (the file holds its content) unless its claim was cut by the kill (`unknown`); a denied one
   never writes.
 - execution: approved `/run`s of a slow command that appends its tag to a file run one at a time, and the kill
-  lands at a seeded moment of their runs. A claim left `running` becomes `unknown` with an unknown receipt
-  and its command never runs again (its lines are counted); an approved card not yet claimed runs exactly once
-  after the restart.
+  lands while a seeded one of them runs (its tag is in the file). Its card was claimed (`running`) before it
+  ran; after the restart it is `unknown` with an unknown receipt and its command never runs again (the tags
+  are counted); a card approved but not claimed at the kill runs exactly once after the restart.
 - rules: owners save previewed rules on two connections and the kill lands after a seeded number of
   acknowledgements. Every acknowledged rule is there; a retry with the same request ID returns the same rule
   and never adds one; no card was decided by a save; and a saved rule handles the next identical action.
@@ -442,8 +442,15 @@ async def execution_point(
         )
         if decided_card["card"]["status"] not in ("approved", "running", "succeeded"):
             raise Problem(f"allowing /run {tag} left its card {decided_card['card']}")
-    # A seeded moment of the runs: before the first claim, during one of the commands, or after all of them.
-    await asyncio.sleep(rng.uniform(0, RUN_CARDS * RUN_SLEEP_S * 2.5))
+    # The kill lands while a seeded command sleeps: it has appended its tag, so its claim is saved; the
+    # commands before it are done, the ones after it approved and not claimed yet.
+    victim = rng.choice(tags)
+
+    async def started() -> bool | None:
+        return True if victim in marks(space) else None
+
+    await until(started, f"/run {victim} did not run")
+    await asyncio.sleep(rng.uniform(0, RUN_SLEEP_S / 2))
     await space.kill()
     ids = {tag: card["card_id"] for tag, card in by_tag.items()}
     at_kill = dict(
@@ -452,6 +459,10 @@ async def execution_point(
             *ids.values(),
         )
     )
+    if at_kill[ids[victim]] != "running":
+        raise Problem(
+            f"/run {victim} ran, but its card was {at_kill[ids[victim]]}: no claim before the effect"
+        )
     before = marks(space)
     client = await space.start()
     final = await settled(space, client, list(ids.values()))
