@@ -317,9 +317,10 @@ class Tally:
 
 async def under_kill(space: Space, lanes: list[list[Step]], rng: random.Random) -> Tally:
     """Run each lane's steps in order on a client of its own and SIGKILL the host a seeded moment after a
-    seeded number of acknowledgements (all of them, at most); what was sent and acknowledged by then."""
+    seeded number of acknowledgements (fewer than the steps: a call is always left); what was sent and
+    acknowledged by then."""
     tally = Tally(total=sum(len(lane) for lane in lanes))
-    target = rng.randint(0, tally.total)
+    target = rng.randrange(tally.total)
     reached = asyncio.Event()
     if target == 0:
         reached.set()
@@ -617,7 +618,7 @@ def row(name: str, point: Point, after: Callable[[Space], None] | None = None) -
     """A row that runs `point` at every kill point on one home and host (restarted by each point)."""
 
     async def run(context: Context) -> Outcome:
-        rng = random.Random(context.seed)
+        rng = random.Random(f"{name} {context.seed}")  # rows of one seed draw apart
         sockets = Path(tempfile.mkdtemp(prefix="uha-"))  # short: a socket path has at most 107 bytes
         home = context.workdir / "home"
         home.mkdir(mode=0o700)
