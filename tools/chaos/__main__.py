@@ -23,7 +23,17 @@ from pathlib import Path
 from .campaign import Campaign, Context, Outcome
 from .report import Row, table
 
-MODULES = ("fuzz", "eof", "kills", "paths", "userhost_http", "token_races", "two_hosts", "slots")
+MODULES = (
+    "fuzz",
+    "eof",
+    "kills",
+    "approval_kills",
+    "paths",
+    "userhost_http",
+    "token_races",
+    "two_hosts",
+    "slots",
+)
 """The campaign modules under tools/chaos/, each with its CAMPAIGNS."""
 
 

@@ -5,7 +5,8 @@ agent's answers, each recording what the host acknowledged. At a seeded random m
 with SIGKILL and restarted on the same home; then every acknowledged receipt and reaction must be there as
 acknowledged, retries must replay them, and what was in flight at the kill must be absent or there exactly
 once. The campaign repeats this at least 20 times (`WUU_CHAOS_SCALE` multiplies the count; `WUU_CHAOS_SEED`
-replays a campaign), and every failure names its seed.
+replays a campaign), and every failure names its seed. The approvals have kill campaigns of their own (during
+a decision, an execution and a rule save): tools/chaos/approval_kills.py, which `make test` runs small.
 """
 
 from __future__ import annotations
