@@ -270,7 +270,7 @@ def decision(space: Space, card: dict[str, Any], choice: str, request_id: str) -
 
 def check_store(space: Space) -> None:
     """The store's file is sound; in the history, no card has more than its anchor and one outcome message,
-    and a card that ran to its end has both (its receipt and its outcome are saved together)."""
+    and a card with a receipt has both (its receipt and its outcome are saved together, an unknown one too)."""
     if space.rows("PRAGMA integrity_check") != [("ok",)]:
         raise Problem("the store's integrity check failed")
     crowded = space.rows(
@@ -280,11 +280,11 @@ def check_store(space: Space) -> None:
     if crowded:
         raise Problem(f"cards with more than an anchor and one outcome message: {crowded}")
     untold = space.rows(
-        "SELECT card_id, status FROM approval_cards WHERE status IN ('succeeded', 'failed') "
+        "SELECT card_id, status FROM approval_cards WHERE status IN ('succeeded', 'failed', 'unknown') "
         "AND (SELECT count(*) FROM messages WHERE approval_id = card_id) != 2"
     )
     if untold:
-        raise Problem(f"cards that ran without their anchor and outcome message: {untold}")
+        raise Problem(f"cards with a receipt but without their anchor and outcome message: {untold}")
 
 
 # --- calls under a kill --------------------------------------------------------------------------

@@ -260,7 +260,8 @@ def expire(connection: sqlite3.Connection, now: datetime) -> list[ApprovalCard]:
 
 
 def recover(connection: sqlite3.Connection, now: datetime) -> list[ApprovalCard]:
-    """At start-up: every claim still `running` has an unknown outcome, and is never run again."""
+    """At start-up: every claim still `running` has an unknown outcome, and is never run again; the
+    conversation is told, as of any settled card."""
     unknown = []
     for card_id in in_status(connection, ApprovalStatus.RUNNING):
         digest, claimed_at = connection.execute(
@@ -277,6 +278,7 @@ def recover(connection: sqlite3.Connection, now: datetime) -> list[ApprovalCard]
         }
         moved = move(connection, card_id, ApprovalStatus.UNKNOWN, now, receipt=receipt)
         if moved is not None:
+            outcome_message(connection, moved, f"Outcome unknown: {moved.summary}", now)
             unknown.append(moved)
     return unknown
 

@@ -172,6 +172,8 @@ def test_a_claim_left_running_has_an_unknown_outcome_and_is_not_run_again(store:
     assert unknown.status == ApprovalStatus.UNKNOWN
     assert unknown.receipt is not None and unknown.receipt.outcome.value == "unknown"
     assert unknown.receipt.finished_at is None
+    outcome = history.page(store.connection, store.main, store.main, None, 1)[0]
+    assert (outcome.text, outcome.approval_id) == (f"Outcome unknown: {card.summary}", card.card_id)
     assert approvals.in_status(store.connection, ApprovalStatus.APPROVED) == []
     assert approvals.recover(store.connection, store.clock()) == []
 
