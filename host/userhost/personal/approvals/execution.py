@@ -129,6 +129,8 @@ def load_profile(config: Path, name: str | None) -> ExecutionChoice:
         return load(config).select(name)
     except ProfileError as error:
         raise ExecutionConfigError(str(error)) from None
+
+
 """What became of one call."""
 
 
