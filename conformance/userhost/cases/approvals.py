@@ -95,7 +95,7 @@ async def reply_to(host: HostSession, session_id: str, text: str) -> dict[str, A
         host.skip(
             f"the host's agent made no card and no refusal of {text.splitlines()[0]!r} within the timeout"
         )
-    assert message is not None
+    assert isinstance(message, dict)
     return message
 
 
