@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -47,6 +49,13 @@ UNKNOWN_CARD = "card_" + "0" * 32
 UNKNOWN_RULE = "rule_" + "0" * 32
 APPEND = "sh -c 'echo ran >> {log}'"
 """A command that appends one line to `{log}` in the files root each time it runs."""
+
+
+def canonical_digest(value: Any) -> str:
+    """`sha256:` and the SHA-256 of the canonical JSON (RFC 8785) of `value`: for the objects of these cases
+    (strings, integers, null), sorted keys without whitespace, UTF-8."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def files_root(host: HostSession) -> Path:
@@ -501,6 +510,82 @@ async def paused_rule_handles_nothing(host: HostSession) -> None:
     )
     host.expect(
         runs_of(host, "paused.log") == 1, f"the command ran {runs_of(host, 'paused.log')} times, not once"
+    )
+
+
+@USERHOST.case("approvals.rule-deleted", "approvals.rule-revision")
+async def deleted_rule_handles_nothing(host: HostSession) -> None:
+    """Rule updates and deletions name the rule's current revision, else stale_revision; an update that
+    changes nothing keeps the revision; a deletion retried with its request ID answers the rule again, and
+    the deleted rule is gone: it handles no later identical write and an update of it gets not_found."""
+    session_id = await open_main(host)
+    card = await propose(host, session_id, "/write deleted.txt\none\n")
+    rule = await rule_from(host, session_id, card, "automatic", "save-deleted")
+    stale = {"rule_id": rule["rule_id"], "expected_revision": rule["revision"] + 1}
+    await host.call_error(UPDATE, {**stale, "paused": True, "request_id": "stale-update"}, "stale_revision")
+    await host.call_error(DELETE, {**stale, "request_id": "stale-delete"}, "stale_revision")
+    same = await update(host, rule, "no-change", mode="automatic", paused=False)
+    host.expect(
+        same == rule, f"an update that changes nothing answered {same}, not the rule as it was {rule}"
+    )
+    deletion = {"rule_id": rule["rule_id"], "expected_revision": rule["revision"], "request_id": "delete"}
+    for attempt in ("the deletion", "the retried deletion"):
+        deleted = await host.call_ok(DELETE, deletion)
+        host.expect(deleted == {"rule_id": rule["rule_id"]}, f"{attempt} answered {deleted}")
+    host.expect((await host.call_ok(RULES, {}))["rules"] == [], "the deleted rule is still listed")
+    gone = {"rule_id": rule["rule_id"], "expected_revision": rule["revision"], "request_id": "update-deleted"}
+    await host.call_error(UPDATE, {**gone, "paused": True}, "not_found")
+    later = await propose(host, session_id, "/write deleted.txt\ntwo\n")
+    expect_waiting(host, later, "a write only a deleted rule matched")
+    host.expect(not (files_root(host) / "deleted.txt").exists(), "a deleted rule approved a write")
+
+
+# --- digests --------------------------------------------------------------------------------------
+
+
+@USERHOST.case("approvals.action-digest", "approvals.preview-digest")
+async def digests_are_canonical(host: HostSession) -> None:
+    """A card's digest is the canonical digest of its action with the precondition (null for a missing
+    file, the original's sha256 and size for an existing one) or, for a command, the resolved command; a
+    rule preview's digest is the canonical digest of its kind and match."""
+    session_id = await open_main(host)
+    created = await propose(host, session_id, "/write fresh.txt\nnew\n")
+    wanted = canonical_digest({"action": created["action"], "precondition": None})
+    host.expect(created["digest"] == wanted, f"the digest of a write of a missing file is not {wanted}")
+    original = b"kept\n"
+    prepared(host, "kept.txt", original.decode())
+    replaced = await propose(host, session_id, "/write kept.txt\nreplaced\n")
+    precondition = {"sha256": hashlib.sha256(original).hexdigest(), "size": len(original)}
+    wanted = canonical_digest({"action": replaced["action"], "precondition": precondition})
+    host.expect(
+        replaced["digest"] == wanted,
+        f"the digest of a write of an existing file is not {wanted} ({precondition})",
+    )
+    command = await propose(host, session_id, "/run " + APPEND.format(log="digest.log"))
+    resolved = command["preview"]["resolved_command"]
+    wanted = canonical_digest({"action": command["action"], "resolved_command": resolved})
+    host.expect(
+        command["digest"] == wanted, f"the digest of a command resolved to {resolved} is not {wanted}"
+    )
+    params = {
+        "session_id": session_id,
+        "card_id": command["card_id"],
+        "digest": command["digest"],
+        "expected_revision": command["revision"],
+    }
+    preview = (await host.call_ok(PREVIEW, params))["preview"]
+    wanted = canonical_digest({"kind": preview["kind"], "match": preview["match"]})
+    host.expect(preview["preview_digest"] == wanted, f"the rule preview's digest is not {wanted}")
+    host.expect(
+        preview["match"]
+        == {
+            "argv": command["action"]["argv"],
+            "resolved_command": resolved,
+            "cwd": ".",
+            "env": {},
+            "permission_mode": "standard",
+        },
+        f"the rule preview of a command does not match its whole invocation: {preview['match']}",
     )
 
 

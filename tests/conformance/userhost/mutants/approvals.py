@@ -4,7 +4,11 @@ history."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from wuu.generated.models import (
@@ -27,7 +31,7 @@ from wuu.generated.wire import WireModel
 from wuu.host.userhost.authority import Composer
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.personal import personal
-from wuu.host.userhost.personal.approval_ledger import ApprovalLedger
+from wuu.host.userhost.personal.approval_ledger import ApprovalLedger, NewCard, StoredCard
 from wuu.host.userhost.personal.model import StandInModel
 from wuu.host.userhost.personal.reviewer import Review, Reviewer
 from wuu.host.userhost.plugins import PluginCall, PluginHandler
@@ -313,6 +317,72 @@ class PauseIgnored(LedgerProxy):
 def paused_rule_applies() -> Composer:
     """The approval ledger hands every rule to policy unpaused, so a paused rule still approves."""
     return with_ledger(PauseIgnored)
+
+
+class DeleteIgnored(LedgerProxy):
+    """A deletion answers the rule's ID and deletes nothing."""
+
+    async def delete_rule(self, rule_id: str, expected_revision: int, request_id: str, now: datetime) -> str:
+        return rule_id
+
+
+@mutant(
+    "rule-delete-ignored", "answers a rule's deletion but keeps the rule in force", "approvals.rule-deleted"
+)
+def rule_delete_ignored() -> Composer:
+    """The approval ledger answers `approvals.rules.delete` with the rule's ID without deleting it."""
+    return with_ledger(DeleteIgnored)
+
+
+class RevisionUnchecked(LedgerProxy):
+    """A rule's update applies at whatever revision it names."""
+
+    async def update_rule(
+        self,
+        rule_id: str,
+        expected_revision: int,
+        mode: ApprovalRuleMode | None,
+        paused: bool | None,
+        request_id: str,
+        now: datetime,
+    ) -> ApprovalRule:
+        rules: list[ApprovalRule] = await self.inner.rules()
+        current = next((rule.revision for rule in rules if rule.rule_id == rule_id), expected_revision)
+        updated: ApprovalRule = await self.inner.update_rule(rule_id, current, mode, paused, request_id, now)
+        return updated
+
+
+@mutant(
+    "rule-revision-unchecked",
+    "updates a rule whatever revision the update names, instead of stale_revision",
+    "approvals.rule-revision",
+)
+def rule_revision_unchecked() -> Composer:
+    """The approval ledger puts a rule's current revision over the one an update names."""
+    return with_ledger(RevisionUnchecked)
+
+
+# --- digests --------------------------------------------------------------------------------------
+
+
+class ActionOnlyDigest(LedgerProxy):
+    """A card's digest covers its action alone."""
+
+    async def create(self, card_id: str, new: NewCard, now: datetime) -> tuple[StoredCard, bool]:
+        text = json.dumps({"action": dict(new.action)}, sort_keys=True, separators=(",", ":"))
+        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        made: tuple[StoredCard, bool] = await self.inner.create(card_id, replace(new, digest=digest), now)
+        return made
+
+
+@mutant(
+    "digest-without-precondition",
+    "digests a card's action alone, leaving out the file precondition or the resolved command",
+    "approvals.action-digest",
+)
+def digest_without_precondition() -> Composer:
+    """The approval ledger saves each new card with the digest of its action alone."""
+    return with_ledger(ActionOnlyDigest)
 
 
 # --- automatic review -----------------------------------------------------------------------------
