@@ -25,7 +25,7 @@ from typing import Any
 
 from ...outcomes import CaseFailed
 from ..connection import Connection
-from ..conversation import POLL, everything, poll
+from ..conversation import POLL, everything, exchange, poll
 from ..personal import open_main, send
 from ..session import PERSONAL, PRODUCT_DOMAIN, USER_SPACE, HostSession
 from ..suite import USERHOST
@@ -109,7 +109,8 @@ async def reply_to(host: HostSession, session_id: str, text: str) -> dict[str, A
 
 
 async def propose(host: HostSession, session_id: str, text: str) -> dict[str, Any]:
-    """Send `text` and return the card the agent's tool call made (as `approvals.list` reads it)."""
+    """Send `text` and return the card the agent's tool call made, as `approvals.list` reads it once the
+    host's policy has handled it."""
     message = await reply_to(host, session_id, text)
     host.expect(
         bool(message.get("approval_id")),
@@ -122,7 +123,10 @@ async def propose(host: HostSession, session_id: str, text: str) -> dict[str, An
         f"{message['message_seq']}",
     )
     host.expect(DIGEST.fullmatch(card["digest"]) is not None, f"the card's digest is {card['digest']!r}")
-    return card
+    # Policy (rules, then review) decides a card after it is saved and shown: once the agent has answered
+    # the next message, the turn that made the card is over, and so is its policy.
+    await exchange(host, session_id, f"Noted: {card['card_id']}")
+    return await read_card(host, session_id, card["card_id"])
 
 
 async def refused(host: HostSession, session_id: str, text: str, code: str) -> None:
@@ -190,9 +194,8 @@ async def decide(
     host: HostSession, session_id: str, card: dict[str, Any], choice: str, request_id: str
 ) -> dict[str, Any]:
     """The card `approvals.decide` answers."""
-    result: dict[str, Any] = (await host.call_ok(DECIDE, decision(session_id, card, choice, request_id)))[
-        "card"
-    ]
+    params = decision(session_id, card, choice, request_id)
+    result: dict[str, Any] = (await host.call_ok(DECIDE, params))["card"]
     host.expect(result["card_id"] == card["card_id"], f"{DECIDE} of {card['card_id']} answered {result}")
     return result
 
