@@ -320,17 +320,22 @@ def paused_rule_applies() -> Composer:
 
 
 class DeleteIgnored(LedgerProxy):
-    """A deletion answers the rule's ID and deletes nothing."""
+    """A deletion at the rule's current revision answers the rule's ID and deletes nothing."""
 
     async def delete_rule(self, rule_id: str, expected_revision: int, request_id: str, now: datetime) -> str:
-        return rule_id
+        rules: list[ApprovalRule] = await self.inner.rules()
+        if any(rule.rule_id == rule_id and rule.revision == expected_revision for rule in rules):
+            return rule_id
+        deleted: str = await self.inner.delete_rule(rule_id, expected_revision, request_id, now)
+        return deleted
 
 
 @mutant(
     "rule-delete-ignored", "answers a rule's deletion but keeps the rule in force", "approvals.rule-deleted"
 )
 def rule_delete_ignored() -> Composer:
-    """The approval ledger answers `approvals.rules.delete` with the rule's ID without deleting it."""
+    """The approval ledger answers `approvals.rules.delete` at the rule's current revision with the rule's ID
+    without deleting it (a deletion at another revision is refused as the reference refuses it)."""
     return with_ledger(DeleteIgnored)
 
 
