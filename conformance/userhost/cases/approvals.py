@@ -418,11 +418,13 @@ async def changed_file_is_not_written(host: HostSession) -> None:
 # --- rules ----------------------------------------------------------------------------------------
 
 
-@USERHOST.case("approvals.rule-preview-writes-nothing", "approvals.rule-save-decides-nothing")
+@USERHOST.case(
+    "approvals.rule-preview-writes-nothing", "approvals.rule-save-decides-nothing", "approvals.list-waiting"
+)
 async def rule_decides_only_later_actions(host: HostSession) -> None:
     """The rule preview of a waiting write shows its exact path and operation and saves nothing; saving the
-    rule decides neither that card nor another waiting one; the next write to the path is approved by the
-    rule and runs."""
+    rule decides neither that card nor another waiting one (approvals.list without card_ids reads both, oldest
+    first); the next write to the path is approved by the rule and runs, and the two still wait."""
     session_id = await open_main(host)
     first = await propose(host, session_id, "/write notes/rule.txt\none\n")
     second = await propose(host, session_id, "/write notes/rule.txt\ntwo\n")
@@ -439,6 +441,10 @@ async def rule_decides_only_later_actions(host: HostSession) -> None:
         f"the rule preview of a write of notes/rule.txt is {preview}",
     )
     host.expect((await host.call_ok(RULES, {}))["rules"] == [], "a rule preview saved a rule")
+    host.expect(
+        await listed(host, session_id) == [first, second],
+        "approvals.list without card_ids must read the waiting cards, oldest first",
+    )
     waiting = await listed(host, session_id, first["card_id"], second["card_id"])
     host.expect(waiting == [first, second], f"a rule preview changed the waiting cards: {waiting}")
     saved = {
@@ -467,9 +473,9 @@ async def rule_decides_only_later_actions(host: HostSession) -> None:
         (files_root(host) / "notes" / "rule.txt").read_text("utf-8") == "three\n",
         "the rule's write is missing",
     )
-    waiting = await listed(host, session_id, first["card_id"], second["card_id"])
+    waiting = await listed(host, session_id)
     host.expect(
-        [c["status"] for c in waiting] == ["waiting", "waiting"],
+        [c["card_id"] for c in waiting] == [first["card_id"], second["card_id"]],
         f"a rule's approval decided earlier cards: {waiting}",
     )
 
@@ -541,6 +547,39 @@ async def deleted_rule_handles_nothing(host: HostSession) -> None:
     later = await propose(host, session_id, "/write deleted.txt\ntwo\n")
     expect_waiting(host, later, "a write only a deleted rule matched")
     host.expect(not (files_root(host) / "deleted.txt").exists(), "a deleted rule approved a write")
+
+
+@USERHOST.case("approvals.durable")
+async def kept_across_a_kill(host: HostSession) -> None:
+    """A waiting card, a denied card, a saved rule and the review setting, each acknowledged, are still there
+    after the host is killed (SIGKILL) and started again on the same home: the waiting card can then be
+    allowed once and runs, and the rule still handles the next identical write."""
+    session_id = await open_main(host)
+    waiting = await propose(host, session_id, "/write kept/waiting.txt\nkept\n")
+    denied = await propose(host, session_id, "/write kept/denied.txt\nnever\n")
+    denied = await decide(host, session_id, denied, "deny", "deny-kept")
+    ruled = await propose(host, session_id, "/write kept/ruled.txt\none\n")
+    rule = await rule_from(host, session_id, ruled, "automatic", "save-kept")
+    params = {"automatic_review": False, "expected_revision": 0, "request_id": "review-kept"}
+    settings = (await host.call_ok(REVIEW_SET, params))["settings"]
+    await host.kill()
+    await host.restart()
+    again = await open_main(host)
+    host.expect(again == session_id, f"after a kill the main session is {again!r}, not {session_id!r}")
+    cards = await listed(host, session_id, waiting["card_id"], denied["card_id"])
+    host.expect(cards == [waiting, denied], f"after a kill the cards read {cards}, not {[waiting, denied]}")
+    rules = (await host.call_ok(RULES, {}))["rules"]
+    host.expect(rules == [rule], f"after a kill the rules are {rules}, not {[rule]}")
+    kept = (await host.call_ok(REVIEW_READ, {}))["settings"]
+    host.expect(kept == settings, f"after a kill the review setting is {kept}, not {settings}")
+    await decide(host, session_id, waiting, "allow_once", "allow-kept")
+    expect_succeeded(host, await settled(host, session_id, waiting["card_id"]), "a card allowed after a kill")
+    host.expect(
+        (files_root(host) / "kept" / "waiting.txt").read_text("utf-8") == "kept\n",
+        "the card allowed after a kill did not write its file",
+    )
+    later = await propose(host, session_id, "/write kept/ruled.txt\ntwo\n")
+    expect_decided_by(host, later, "rule", "allow", "a write the rule saved before the kill matches")
 
 
 # --- digests --------------------------------------------------------------------------------------

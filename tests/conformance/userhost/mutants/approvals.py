@@ -203,6 +203,22 @@ def unknown_card_listed() -> Composer:
     return wrap_methods([LIST], make)
 
 
+@mutant(
+    "waiting-cards-newest-first",
+    "reads the waiting cards newest first when approvals.list names no cards",
+    "approvals.list-waiting",
+)
+def waiting_cards_newest_first() -> Composer:
+    """The `approvals.list` handler reverses the waiting cards it reads without `card_ids`."""
+
+    def newest_first(result: ApprovalsListResult, params: ApprovalsListParams) -> ApprovalsListResult:
+        if params.card_ids is not None:
+            return result
+        return result.model_copy(update={"cards": result.cards[::-1]})
+
+    return rewrite_result(LIST, newest_first)
+
+
 # --- rules ----------------------------------------------------------------------------------------
 
 
@@ -317,6 +333,47 @@ class PauseIgnored(LedgerProxy):
 def paused_rule_applies() -> Composer:
     """The approval ledger hands every rule to policy unpaused, so a paused rule still approves."""
     return with_ledger(PauseIgnored)
+
+
+class RulesInMemory(LedgerProxy):
+    """A saved rule lives in the host's memory only: the store forgets it as soon as it is saved."""
+
+    def __init__(self, inner: ApprovalLedger) -> None:
+        super().__init__(inner)
+        self.memory: list[ApprovalRule] = []
+
+    async def save_rule(
+        self,
+        rule_id: str,
+        card_id: str,
+        kind: str,
+        match: Mapping[str, Any],
+        match_digest: str,
+        mode: ApprovalRuleMode,
+        request_id: str,
+        now: datetime,
+    ) -> ApprovalRule:
+        rule: ApprovalRule = await self.inner.save_rule(
+            rule_id, card_id, kind, match, match_digest, mode, request_id, now
+        )
+        await self.inner.delete_rule(rule.rule_id, rule.revision, f"{request_id}.forget", now)
+        self.memory.append(rule)
+        return rule
+
+    async def rules(self) -> list[ApprovalRule]:
+        stored: list[ApprovalRule] = await self.inner.rules()
+        return stored + self.memory
+
+
+@mutant(
+    "rules-kept-in-memory",
+    "keeps saved rules in memory only, so a killed host forgets them",
+    "approvals.durable",
+)
+def rules_kept_in_memory() -> Composer:
+    """The approval ledger deletes each rule from the store right after saving it and keeps it in memory,
+    where policy and approvals.rules.list still find it until the host ends."""
+    return with_ledger(RulesInMemory)
 
 
 class DeleteIgnored(LedgerProxy):
