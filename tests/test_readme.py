@@ -92,3 +92,4 @@ async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None
         (message.text, message.approval_id) for message in reversed(found["history"]) if message.approval_id
     ]
     assert shown[:2] == [(card.summary, card.card_id), (f"Done: {card.summary}", card.card_id)]
+    assert shown[-1] == (f"Not done, you denied it: {denied.summary}", denied.card_id)

@@ -204,9 +204,10 @@ def move(
 def record_review(
     connection: sqlite3.Connection, card_id: str, review: Mapping[str, Any], now: datetime
 ) -> None:
-    """Save the automatic review's outcome on a card that stays waiting for its owner."""
+    """Save the automatic review's outcome on a card that stays waiting for its owner (its status and so its
+    revision are unchanged)."""
     connection.execute(
-        "UPDATE approval_cards SET review = ?, revision = revision + 1, updated_at = ? "
+        "UPDATE approval_cards SET review = ?, updated_at = ? "
         "WHERE card_id = ? AND status = 'waiting'",
         (_json(review), rfc3339(now), card_id),
     )
@@ -243,6 +244,8 @@ def decide(
     to = ApprovalStatus.APPROVED if decision["verdict"] == "allow" else ApprovalStatus.DENIED
     moved = move(connection, card_id, to, now, decision={**decision, "decided_at": rfc3339(now)})
     assert moved is not None
+    if to == ApprovalStatus.DENIED:
+        outcome_message(connection, moved, f"Not done, you denied it: {moved.summary}", now)
     requests.save(connection, request_id, "approvals.decide", params, card_id, now)
     return moved, False
 
