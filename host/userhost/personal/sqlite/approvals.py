@@ -207,8 +207,7 @@ def record_review(
     """Save the automatic review's outcome on a card that stays waiting for its owner (its status and so its
     revision are unchanged)."""
     connection.execute(
-        "UPDATE approval_cards SET review = ?, updated_at = ? "
-        "WHERE card_id = ? AND status = 'waiting'",
+        "UPDATE approval_cards SET review = ?, updated_at = ? WHERE card_id = ? AND status = 'waiting'",
         (_json(review), rfc3339(now), card_id),
     )
 
