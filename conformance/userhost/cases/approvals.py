@@ -129,11 +129,13 @@ async def propose(host: HostSession, session_id: str, text: str) -> dict[str, An
     return await read_card(host, session_id, card["card_id"])
 
 
-async def refused(host: HostSession, session_id: str, text: str, code: str) -> None:
-    """Send `text`: the agent's call must be refused with `code`, and no card made."""
+async def refused(host: HostSession, session_id: str, text: str, *codes: str) -> None:
+    """Send `text`: the agent's call must be refused with one of `codes` (an action that breaks several
+    refusal rules gets the code of any one of them), and no card made."""
     message = await reply_to(host, session_id, text)
+    code = " or ".join(codes)
     host.expect(
-        not message.get("approval_id") and message["text"].startswith(f"refused ({code})"),
+        not message.get("approval_id") and message["text"].startswith(tuple(f"refused ({c})" for c in codes)),
         f"the agent's call for {text.splitlines()[0]!r} must be refused ({code}) without a card; the host "
         f"answered {message['text']!r} (approval_id {message.get('approval_id')})",
     )
@@ -735,6 +737,25 @@ async def missing_edit_refused(host: HostSession) -> None:
     not_regular_file."""
     session_id = await open_main(host)
     await refused(host, session_id, "/edit missing.txt\nold\n---\nnew", "not_regular_file")
+
+
+@USERHOST.case("approvals.refuse-sensitive-path")
+async def sensitive_path_refused(host: HostSession) -> None:
+    """A write of an environment file (`.env`) gets no card: the agent's call is refused with sensitive_path."""
+    session_id = await open_main(host)
+    await refused(host, session_id, "/write .env\nTOKEN=planted\n", "sensitive_path")
+    host.expect(not (files_root(host) / ".env").exists(), "a write of a sensitive path ran")
+
+
+@USERHOST.case("approvals.refuse-outside-root")
+async def outside_root_refused(host: HostSession) -> None:
+    """A write whose path climbs out of the files root (`../`) gets no card: the agent's call is refused with
+    path_outside_root, or with invalid_action, since such a path also breaks the action's path pattern."""
+    session_id = await open_main(host)
+    await refused(
+        host, session_id, "/write ../escaped.txt\nout of the root\n", "path_outside_root", "invalid_action"
+    )
+    host.expect(not (files_root(host).parent / "escaped.txt").exists(), "a write out of the files root ran")
 
 
 # --- errors and notices ---------------------------------------------------------------------------
