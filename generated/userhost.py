@@ -25,12 +25,12 @@ from .receipts import (
 
 class ActionRefusal(StrEnum):
     """
-    Why the host refuses an action outright. A refused action never becomes a card and never runs: the agent's tool call gets the code and a message at once. Review, rules and the owner cannot override a refusal. An action that breaks several of these rules gets the code of any one of them.
+    Why the host refuses an action outright. A refused action never becomes a card and never runs: the agent's tool call gets the code and a message at once. Review, rules and the owner cannot override a refusal. An action that breaks several of these rules gets the code of any one of them, except where `path_outside_root` says otherwise.
     """
 
     PATH_OUTSIDE_ROOT = "path_outside_root"
     """
-    The path, or the command's working directory, does not resolve inside the Personal files root.
+    The path, or the command's working directory, does not resolve inside the Personal files root. A path or working directory that is absolute or has a `..` component gets this code before any other, although it also breaks the path pattern.
     """
     SYMLINK = "symlink"
     """

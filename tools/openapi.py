@@ -45,14 +45,27 @@ BASE64_PATTERN = "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AE
 of a padded last group zero (`QQ==`, never `QR==`), the encoding the host takes (UserInputAttachment.data)."""
 
 # The OpenAPI links that let a client (and schemathesis's stateful phase) chain the Personal calls on real
-# values: the main session into a send and the reads of its history, a send's receipt into a read of it, a
-# receipt's message into a reaction. Each: source method, link name, target method, the target's body as
-# runtime expressions.
+# values: the main session into a send, the reads of its history and of its waiting approval cards, a send's
+# receipt into a read of it, a receipt's message into a reaction, the automatic-review setting into a write of
+# it at its revision. Each: source method, link name, target method, the target's body as runtime expressions.
 MAIN_SESSION = {"params": {"session_id": "$response.body#/session_id"}}
 LINKS: tuple[tuple[str, str, str, dict[str, Any]], ...] = (
     ("agents.main_session", "send", "agents.send", MAIN_SESSION),
     ("agents.main_session", "history", "agents.history.read", MAIN_SESSION),
     ("agents.main_session", "search", "agents.history.search", MAIN_SESSION),
+    ("agents.main_session", "approvals", "approvals.list", MAIN_SESSION),
+    (
+        "approvals.review.read",
+        "set",
+        "approvals.review.set",
+        {
+            "params": {
+                "automatic_review": "$response.body#/settings/automatic_review",
+                "expected_revision": "$response.body#/settings/revision",
+                "request_id": "linked-review-set",
+            }
+        },
+    ),
     (
         "agents.send",
         "receipts",

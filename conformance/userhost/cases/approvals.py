@@ -340,6 +340,59 @@ async def denied_command_never_runs(host: HostSession) -> None:
     host.expect(runs_of(host, "denied.log") == 0, "the denied command ran")
 
 
+async def input_card(host: HostSession, session_id: str, process_id: str, line: str) -> dict[str, Any]:
+    """`/input` of `line` to `process_id`: its card, waiting for the owner with a process_write preview."""
+    card = await propose(host, session_id, f"/input {process_id} {line}")
+    expect_waiting(host, card, "input to an interactive process")
+    preview = card["preview"]
+    host.expect(
+        (preview["kind"], preview["process_id"], preview["data"])
+        == ("process_write", process_id, line + "\n"),
+        f"the preview of input {line!r} to {process_id} is {preview}",
+    )
+    return card
+
+
+@USERHOST.case("approvals.interactive-input", "approvals.input-cancelled")
+async def interactive_input_is_its_own_card(host: HostSession) -> None:
+    """A process that reads one line and appends it to a file, allowed once, is named by its receipt. Two
+    inputs to it then each wait for the owner, and no rule can handle them. The first, allowed, reaches the
+    process, which then ends; the second is cancelled and never written."""
+    session_id = await open_main(host)
+    program = "sh -c 'read line; echo \"$line\" >> input.log'"
+    start = await propose(host, session_id, f"/start {program}")
+    expect_waiting(host, start, "a process no rule or review handles")
+    await decide(host, session_id, start, "allow_once", "allow-start")
+    started = await settled(host, session_id, start["card_id"])
+    expect_succeeded(host, started, "allow once of a process_start")
+    process_id = started["receipt"].get("process_id")
+    host.expect(bool(process_id), f"the receipt of a started process names none: {started['receipt']}")
+    first = await input_card(host, session_id, process_id, "first")
+    second = await input_card(host, session_id, process_id, "second")
+    host.expect(
+        first["preview"]["argv"] == ["sh", "-c", 'read line; echo "$line" >> input.log'],
+        (f"the preview of input names the process's argv as {first['preview']['argv']}"),
+    )
+    params = {"session_id": session_id, "card_id": first["card_id"], "digest": first["digest"]}
+    await host.call_error(PREVIEW, {**params, "expected_revision": first["revision"]}, "invalid_params")
+    await decide(host, session_id, first, "allow_once", "allow-first-input")
+    expect_succeeded(host, await settled(host, session_id, first["card_id"]), "allowed input")
+    log = files_root(host) / "input.log"
+    deadline = asyncio.get_running_loop().time() + host.timeout
+    while not log.exists() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(POLL)
+    host.expect(log.exists() and log.read_text() == "first\n", "the allowed input did not reach the process")
+    cancelled = await settled(host, session_id, second["card_id"])
+    host.expect(
+        cancelled["status"] == "cancelled" and cancelled.get("receipt") is None,
+        f"input waiting for a process that ended is {cancelled['status']} (receipt {cancelled.get('receipt')})",
+    )
+    await host.call_error(
+        DECIDE, decision(session_id, second, "allow_once", "allow-second"), "stale_revision"
+    )
+    host.expect(log.read_text() == "first\n", f"input for an ended process was written: {log.read_text()!r}")
+
+
 async def expect_history(host: HostSession, session_id: str, card: dict[str, Any]) -> None:
     """The history shows the card's anchor and, after it, the outcome of the card that ran (waits for the
     outcome message)."""
@@ -692,6 +745,22 @@ async def review_off_waits(host: HostSession) -> None:
     host.expect(not (files_root(host) / "unreviewed.txt").exists(), "a write with review off ran unapproved")
 
 
+@USERHOST.case("approvals.review-set-stale")
+async def review_set_at_a_stale_revision(host: HostSession) -> None:
+    """approvals.review.set at a revision the setting is not at gets stale_revision, and the setting stays
+    as it was."""
+    await open_main(host)
+    before = (await host.call_ok(REVIEW_READ, {}))["settings"]
+    stale = {
+        "automatic_review": False,
+        "expected_revision": before["revision"] + 1,
+        "request_id": "review-stale",
+    }
+    await host.call_error(REVIEW_SET, stale, "stale_revision")
+    after = (await host.call_ok(REVIEW_READ, {}))["settings"]
+    host.expect(after == before, f"a refused review.set changed the setting from {before} to {after}")
+
+
 # --- refusals -------------------------------------------------------------------------------------
 
 
@@ -749,12 +818,17 @@ async def sensitive_path_refused(host: HostSession) -> None:
 
 @USERHOST.case("approvals.refuse-outside-root")
 async def outside_root_refused(host: HostSession) -> None:
-    """A write whose path climbs out of the files root (`../`) gets no card: the agent's call is refused with
-    path_outside_root, or with invalid_action, since such a path also breaks the action's path pattern."""
+    """A write whose path climbs out of the files root (`../`), or is absolute, gets no card: the agent's call
+    is refused with path_outside_root before the path pattern is checked."""
     session_id = await open_main(host)
+    await refused(host, session_id, "/write ../escaped.txt\nout of the root\n", "path_outside_root")
     await refused(
-        host, session_id, "/write ../escaped.txt\nout of the root\n", "path_outside_root", "invalid_action"
+        host,
+        session_id,
+        f"/write {files_root(host).parent / 'absolute.txt'}\nabsolute\n",
+        "path_outside_root",
     )
+    host.expect(not (files_root(host).parent / "absolute.txt").exists(), "an absolute write ran")
     host.expect(not (files_root(host).parent / "escaped.txt").exists(), "a write out of the files root ran")
 
 

@@ -27,7 +27,7 @@ import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from wuu.generated.models import (
     InitializeParams,
     InitializeResult,
     PermissionMode,
+    ProcessEventType,
     ProcessStartParams,
     ProcessStatus,
     ProcessWriteParams,
@@ -143,9 +144,13 @@ class _Connection:
     environment: Environment
     client: WorkerClient
     processes: dict[str, str]
-    """The interactive processes started on this connection: the executor's process_id -> the worker's id."""
+    """The running interactive processes started on this connection: the executor's process_id -> the
+    worker's id."""
+    ended: set[str] = field(default_factory=set)
+    """The worker's ids of the processes whose terminal event came (possibly before their start returned)."""
     broken: bool = False
     """The worker broke the protocol: the connection is ended before the next call."""
+    watcher: asyncio.Task[None] | None = None
 
     @property
     def usable(self) -> bool:
@@ -178,6 +183,12 @@ class ActionExecutor:
         self._connection: _Connection | None = None
         self._lock = asyncio.Lock()
         self._closed = False
+        self._process_ended: Callable[[str], None] = lambda process_id: None
+
+    def on_process_end(self, callback: Callable[[str], None]) -> None:
+        """Call `callback` with the process_id of each interactive process that ends (exits, is stopped, fails,
+        or goes with its worker) while the executor is open."""
+        self._process_ended = callback
 
     # --- the actions ---------------------------------------------------------------------------------
 
@@ -214,7 +225,8 @@ class ActionExecutor:
             if failed:
                 return _process_outcome(f"could not start {' '.join(argv)}", True, record, None)
             process_id = f"proc_{secrets.token_hex(16)}"
-            connection.processes[process_id] = record.id
+            if record.id not in connection.ended:
+                connection.processes[process_id] = record.id
             return _process_outcome(
                 f"started process {process_id}: {' '.join(argv)}", False, record, process_id
             )
@@ -329,12 +341,33 @@ class ActionExecutor:
         except asyncio.CancelledError:
             await self._end_quietly(connection, "the worker whose start was cancelled")
             raise
+        connection.watcher = asyncio.create_task(self._watch(connection))
         return connection
+
+    async def _watch(self, connection: _Connection) -> None:
+        """Follow the worker's process events: an interactive process that ends is forgotten and reported;
+        when the connection ends, so have all its processes."""
+        async for event in connection.client.events():
+            if event.type is ProcessEventType.STARTED:
+                continue
+            connection.ended.add(event.process.id)
+            for process_id, worker_id in list(connection.processes.items()):
+                if worker_id == event.process.id:
+                    self._forget(connection, process_id)
+        for process_id in list(connection.processes):
+            self._forget(connection, process_id)
+
+    def _forget(self, connection: _Connection, process_id: str) -> None:
+        del connection.processes[process_id]
+        if not self._closed:
+            self._process_ended(process_id)
 
     async def _end(self, connection: _Connection) -> None:
         """EOF to the worker, then its environment's cleanup, each within the profile's shutdown budget."""
         await connection.client.close(self._budget)
         await connection.environment.close(self._budget)
+        if connection.watcher is not None:
+            await connection.watcher
 
     async def _end_quietly(self, connection: _Connection, which: str) -> None:
         """`_end` for a worker no caller waits on: a failed cleanup is logged."""
@@ -394,9 +427,15 @@ class WorkerActions:
 
     def process_argv(self, process_id: str) -> Sequence[str] | None:
         if not self.executor.knows_process(process_id):
-            self._argv.pop(process_id, None)
             return None
         return self._argv.get(process_id)
+
+    def on_process_end(self, callback: Callable[[str], None]) -> None:
+        def ended(process_id: str) -> None:
+            self._argv.pop(process_id, None)
+            callback(process_id)
+
+        self.executor.on_process_end(ended)
 
 
 def _execution(outcome: Outcome) -> Execution:

@@ -74,8 +74,6 @@ class Existing:
     size: int
     sha256: str
     """The hex SHA-256 digest of the whole content."""
-    device: int
-    inode: int
 
 
 @dataclass(frozen=True)
@@ -109,10 +107,7 @@ class Target:
 
     def precondition(self) -> dict[str, Any] | None:
         """The precondition as the card's digest covers it (spec/schema/receipts/action.schema.json,
-        ActionDigest): None when the target is missing, else the original's digest and size.
-
-        The file's identity (device and inode) is left out: it is local, and `check` compares it anyway.
-        """
+        ActionDigest): None when the target is missing, else the original's digest and size."""
         if self.existing is None:
             return None
         return {"sha256": self.existing.sha256, "size": self.existing.size}
@@ -143,27 +138,20 @@ class FilesRoot:
         existing, original = _read(self.root, parts, path)
         return Target(path, absolute, existing, original)
 
-    def check(self, target: Target) -> bool:
-        """Whether `target` is still as inspected: still allowed, and the same file with the same content,
-        or still missing."""
-        try:
-            again = self.inspect(target.path)
-        except TargetRefused:
-            return False
-        return again.existing == target.existing
+
+def leaves_root(path: str) -> bool:
+    """Whether `path` is absolute or has a `..` component: such a path or working directory is refused with
+    `path_outside_root` before any other check (ActionRefusal)."""
+    return path.startswith("/") or ".." in path.split("/")
 
 
 def components(path: str) -> list[str]:
     """The components of a clean relative POSIX path; TargetRefused otherwise."""
     if not path or "\0" in path or len(path.encode("utf-8", "surrogatepass")) > PATH_LIMIT:
         raise TargetRefused("invalid_action", f"the path {path!r} is empty, too long or holds a NUL")
-    if path.startswith("/"):
-        raise TargetRefused(
-            "path_outside_root", f"{path!r} is absolute; paths are relative to the files root"
-        )
+    if leaves_root(path):
+        raise TargetRefused("path_outside_root", f"{path!r} leaves the files root (absolute, or with '..')")
     parts = path.split("/")
-    if ".." in parts:
-        raise TargetRefused("path_outside_root", f"{path!r} has a '..' component")
     if any(part in ("", ".") for part in parts):
         raise TargetRefused("invalid_action", f"{path!r} is not a clean path (an empty or '.' component)")
     return parts
@@ -235,7 +223,7 @@ def _read_file(directory: int, name: str, path: str) -> tuple[Existing | None, O
     finally:
         os.close(opened)
     sha256 = digest.hexdigest()
-    return Existing(size, sha256, info.st_dev, info.st_ino), _original(bytes(head), size, sha256)
+    return Existing(size, sha256), _original(bytes(head), size, sha256)
 
 
 def _original(head: bytes, size: int, sha256: str) -> Original:

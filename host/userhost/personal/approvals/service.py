@@ -26,6 +26,7 @@ from wuu.generated.models import (
     ApprovalRuleMode,
     ApprovalStatus,
     PersonalAction,
+    ProcessWriteAction,
     ReviewSettings,
     RulePreview,
 )
@@ -35,7 +36,7 @@ from ..refusals import StaleRevision
 from ..reviewer import Reviewer
 from ..stamps import rfc3339
 from .actions import Described, describe
-from .files import FilesRoot, TargetRefused
+from .files import FilesRoot, TargetRefused, leaves_root
 from .policy import RuleMatch, by_rules, expires_at, rule_match, rule_still_allows
 
 RECEIPT_TEXT_LIMIT = 4096
@@ -69,6 +70,9 @@ class Executor(Protocol):
         """The command line of `process_id` while it is a live interactive process an approved
         `process_start` started; None otherwise."""
 
+    def on_process_end(self, callback: Callable[[str], None]) -> None:
+        """Call `callback` with the process_id of each such process that ends."""
+
 
 class ActionRefused(Exception):
     """The action may not run here and got no card: `code` is its ActionRefusal code."""
@@ -101,11 +105,14 @@ class ApprovalService:
         self._admit = admit
         self._notify = changed
         self._running = asyncio.Lock()
+        executor.on_process_end(self._process_ended)
 
     async def start(self) -> None:
-        """After a restart: claims left running have an unknown outcome; approved cards not yet claimed run."""
+        """After a restart: claims left running have an unknown outcome; input for the processes of the previous
+        run is cancelled (they ended with it); approved cards not yet claimed run."""
         for card in await self._ledger.recover(self._clock()):
             self._notify(card)
+        await self.cancel(lambda card: card.action.tool == "process_write", "the process ended with the host")
         for card_id in await self._ledger.in_status(ApprovalStatus.APPROVED):
             self._admit(self._execute(card_id))
 
@@ -153,6 +160,10 @@ class ApprovalService:
         self, session_id: str, call_id: str, tool: str, arguments: Mapping[str, Any], request_text: str
     ) -> str:
         """An agent's tool call proposed as an action; what its model is told became of it."""
+        for field in ("path", "cwd"):
+            value = arguments.get(field)
+            if isinstance(value, str) and leaves_root(value):
+                return f"refused (path_outside_root): {field} {value!r} leaves the files root"
         try:
             action = ACTIONS.validate_python({**arguments, "tool": tool})
         except ValidationError as error:
@@ -365,6 +376,32 @@ class ApprovalService:
                     outcome=f"{headline}: {card.summary}",
                 )
             )
+
+    async def cancel(self, which: Callable[[ApprovalCard], bool], reason: str) -> list[ApprovalCard]:
+        """Cancel the cards not yet started whose source went away (`which` picks them); `reason` says why in
+        their outcome messages. The cards that are already running or settled keep their status."""
+        cancelled = []
+        for status in (ApprovalStatus.WAITING, ApprovalStatus.APPROVED):
+            for card_id in await self._ledger.in_status(status):
+                card = (await self._ledger.card(card_id)).card
+                if which(card):
+                    outcome = f"Not done: {card.summary}: {reason}"
+                    moved = await self._ledger.move(
+                        card_id, ApprovalStatus.CANCELLED, self._clock(), outcome=outcome
+                    )
+                    if moved is not None:
+                        self._notify(moved)
+                        cancelled.append(moved)
+        return cancelled
+
+    def _process_ended(self, process_id: str) -> None:
+        self._admit(self._cancel_input(process_id))
+
+    async def _cancel_input(self, process_id: str) -> None:
+        def writes_to_it(card: ApprovalCard) -> bool:
+            return isinstance(card.action, ProcessWriteAction) and card.action.process_id == process_id
+
+        await self.cancel(writes_to_it, f"process {process_id} ended")
 
     async def _why_stale(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
         """Why an approved card may no longer run, or None."""

@@ -23,6 +23,7 @@ from wuu.generated.models import (
     ApprovalsRulesPreviewParams,
     ApprovalsRulesPreviewResult,
     ApprovalsRulesSaveParams,
+    ApprovalStatus,
     HistoryMessage,
     ReviewSettings,
     UserHostErrorCode,
@@ -447,6 +448,71 @@ def digest_without_precondition() -> Composer:
     return with_ledger(ActionOnlyDigest)
 
 
+@mutant(
+    "preview-digest-without-kind",
+    "digests a rule preview's match alone, leaving out its kind",
+    "approvals.preview-digest",
+)
+def preview_digest_without_kind() -> Composer:
+    """The `approvals.rules.preview` handler answers a preview_digest of the canonical JSON of the match alone."""
+
+    def match_only(result: ApprovalsRulesPreviewResult, params: Any) -> ApprovalsRulesPreviewResult:
+        match = result.preview.model_dump(mode="json")["match"]
+        text = json.dumps(match, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        digest = "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+        preview = result.preview.model_copy(update={"preview_digest": digest})
+        return result.model_copy(update={"preview": preview})
+
+    return rewrite_result(PREVIEW, match_only)
+
+
+# --- interactive processes ------------------------------------------------------------------------
+
+
+class InputAllowed(Reviewer):
+    """The stand-in's reviewer, allowing every input to a running process."""
+
+    def __init__(self) -> None:
+        super().__init__(StandInModel())
+
+    async def review(self, request_text: str, action: Mapping[str, Any], summary: str) -> Review:
+        if action["tool"] == "process_write":
+            return Review("allow", "its process was approved")
+        return await super().review(request_text, action, summary)
+
+
+@mutant(
+    "process-start-approves-input",
+    "approves input to a process because its start was approved, without asking the owner",
+    "approvals.interactive-input",
+)
+def process_start_approves_input() -> Composer:
+    """Automatic review allows every `process_write`."""
+    return personal(reviewer=InputAllowed())
+
+
+class CancelDropped(LedgerProxy):
+    """A card is never cancelled: it keeps waiting when its source goes away."""
+
+    async def move(
+        self, card_id: str, to: ApprovalStatus, now: datetime, **fields: Any
+    ) -> ApprovalCard | None:
+        if to == ApprovalStatus.CANCELLED:
+            return None
+        moved: ApprovalCard | None = await self.inner.move(card_id, to, now, **fields)
+        return moved
+
+
+@mutant(
+    "input-kept-waiting",
+    "keeps input waiting for a process that ended, instead of cancelling it",
+    "approvals.input-cancelled",
+)
+def input_kept_waiting() -> Composer:
+    """The approval ledger drops every move of a card to `cancelled`."""
+    return with_ledger(CancelDropped)
+
+
 # --- automatic review -----------------------------------------------------------------------------
 
 
@@ -484,6 +550,29 @@ class ReviewAlwaysOn(LedgerProxy):
 def review_off_ignored() -> Composer:
     """The approval ledger reads automatic review as on whatever the owner set."""
     return with_ledger(ReviewAlwaysOn)
+
+
+class ReviewRevisionUnchecked(LedgerProxy):
+    """The automatic-review setting changes at whatever revision the write names."""
+
+    async def set_review(
+        self, automatic_review: bool, expected_revision: int, request_id: str, now: datetime
+    ) -> ReviewSettings:
+        current: ReviewSettings = await self.inner.review_settings()
+        settings: ReviewSettings = await self.inner.set_review(
+            automatic_review, current.revision, request_id, now
+        )
+        return settings
+
+
+@mutant(
+    "review-set-revision-unchecked",
+    "changes the automatic-review setting whatever revision the write names, instead of stale_revision",
+    "approvals.review-set-stale",
+)
+def review_set_revision_unchecked() -> Composer:
+    """The approval ledger puts the setting's current revision over the one a write names."""
+    return with_ledger(ReviewRevisionUnchecked)
 
 
 class Recast(Reviewer):

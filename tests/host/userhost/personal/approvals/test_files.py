@@ -116,32 +116,3 @@ def test_what_is_not_a_regular_file_is_refused(root: FilesRoot) -> None:
 
 def test_a_missing_directory_on_the_way_leaves_the_target_missing(root: FilesRoot) -> None:
     assert root.inspect("new/deeper/todo.txt").existing is None
-
-
-def test_check_holds_while_the_file_is_as_inspected(root: FilesRoot) -> None:
-    path = root.root / "todo.txt"
-    missing = root.inspect("todo.txt")
-    assert root.check(missing)
-    path.write_text("first")
-    assert not root.check(missing)
-    present = root.inspect("todo.txt")
-    assert root.check(present)
-    path.write_text("other")
-    assert not root.check(present)
-
-
-def test_check_fails_for_the_same_content_in_another_file(root: FilesRoot) -> None:
-    path = root.root / "todo.txt"
-    path.write_text("same")
-    target = root.inspect("todo.txt")
-    replaced = root.root / "replacement.txt"
-    replaced.write_text("same")  # while the original exists: another inode
-    replaced.rename(path)
-    assert root.inspect("todo.txt").precondition() == target.precondition()
-    assert not root.check(target)
-
-
-def test_check_fails_once_the_target_became_a_symlink(root: FilesRoot) -> None:
-    target = root.inspect("todo.txt")
-    (root.root / "todo.txt").symlink_to(root.root / "elsewhere.txt")
-    assert not root.check(target)

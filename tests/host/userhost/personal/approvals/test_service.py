@@ -5,6 +5,7 @@ leaves the owner to decide, and a claim whose outcome was lost is never run agai
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
@@ -355,3 +356,70 @@ async def test_input_to_an_interactive_process_is_its_own_card(space: Space) -> 
     with pytest.raises(ActionRefused) as refused:
         await space.propose({"tool": "process_write", "process_id": "proc_" + "0" * 32, "data": "x\n"})
     assert refused.value.code == "unknown_process"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"path": "../escaped.txt", "content": "x", "create_dirs": True}, "path"),
+        ({"path": "/etc/escaped", "content": "x", "create_dirs": "not a boolean"}, "path"),
+        ({"argv": ["true"], "cwd": "notes/../..", "env": {}, "timeout_ms": 1000}, "cwd"),
+    ],
+)
+async def test_a_call_that_leaves_the_root_is_refused_as_such_before_its_pattern(
+    space: Space, arguments: dict[str, Any], field: str
+) -> None:
+    tool = "exec_command" if "argv" in arguments else "write_file"
+    told = await space.service.act(space.store.main_session_id, "call-out", tool, arguments, "")
+    assert told.startswith(f"refused (path_outside_root): {field} ")
+    assert await space.service.listed(space.store.main_session_id, []) == []
+
+
+async def settled(space: Space, card: ApprovalCard, deadline: float = 10.0) -> ApprovalCard:
+    """The card once it left `waiting` and `approved`, running the admitted work meanwhile."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + deadline
+    while (found := await space.card(card)).status in (ApprovalStatus.WAITING, ApprovalStatus.APPROVED):
+        assert loop.time() < end, f"card {card.card_id} is still {found.status}"
+        await space.run_admitted()
+        await asyncio.sleep(0.02)
+    return found
+
+
+async def test_input_waiting_for_a_process_that_ended_is_cancelled(space: Space) -> None:
+    started = await space.propose(
+        {"tool": "process_start", "argv": ["head", "-n", "1"], "cwd": ".", "env": {}}
+    )
+    await space.decide(started)
+    await space.run_admitted()
+    process_id = (await space.card(started)).receipt.process_id
+    first = await space.propose({"tool": "process_write", "process_id": process_id, "data": "one\n"})
+    second = await space.propose({"tool": "process_write", "process_id": process_id, "data": "two\n"})
+    await space.decide(first)  # head exits after its one line
+    assert (await settled(space, first)).status == ApprovalStatus.SUCCEEDED
+    cancelled = await settled(space, second)
+    assert cancelled.status == ApprovalStatus.CANCELLED and cancelled.receipt is None
+    history = await space.store.history(space.store.main_session_id, None, 50)
+    outcomes = [m.text for m in history if m.approval_id == second.card_id and m.text.startswith("Not")]
+    assert outcomes == [f"Not done: {second.summary}: process {process_id} ended"]
+    with pytest.raises(StaleRevision):
+        await space.decide(cancelled)
+
+
+async def test_input_for_the_processes_of_a_previous_run_is_cancelled_at_start(tmp_path: Path) -> None:
+    clock = Clock()
+    store, executor, first = await open_space(tmp_path, clock)
+    started = await first.propose({"tool": "process_start", "argv": ["cat"], "cwd": ".", "env": {}})
+    await first.decide(started)
+    await first.run_admitted()
+    process_id = (await first.card(started)).receipt.process_id
+    line = await first.propose({"tool": "process_write", "process_id": process_id, "data": "x\n"})
+    await store.close()  # the host dies: its executor's processes go with it
+    await executor.close()
+    store, executor, second = await open_space(tmp_path, clock)
+    try:
+        await second.service.start()
+        assert (await second.card(line)).status == ApprovalStatus.CANCELLED
+    finally:
+        await executor.close()
+        await store.close()
