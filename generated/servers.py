@@ -48,6 +48,10 @@ from .models import (
     PushRegisterResult,
     PushUnregisterParams,
     PushUnregisterResult,
+    TasksGrantsListParams,
+    TasksGrantsListResult,
+    TasksGrantsRevokeParams,
+    TasksGrantsRevokeResult,
     UserQuestionAnswerParams,
     UserQuestionAnswerResult,
     UserQuestionDismissParams,
@@ -184,6 +188,16 @@ class PersonalServer(Protocol[Context]):
     ) -> ApprovalsReviewSetResult:
         """Personal (`wuu.personal`): turns automatic review on or off for the space, revision-checked and idempotent by `request_id`. (`approvals.review.set`)"""
 
+    async def tasks_grants_list(
+        self, params: TasksGrantsListParams, context: Context, /
+    ) -> TasksGrantsListResult:
+        """Personal (`wuu.personal`): reads the space's task grants of unattended authority, newest first. (`tasks.grants.list`)"""
+
+    async def tasks_grants_revoke(
+        self, params: TasksGrantsRevokeParams, context: Context, /
+    ) -> TasksGrantsRevokeResult:
+        """Personal (`wuu.personal`): revokes a task's grant, final and idempotent; effects not yet claimed no longer run, claimed ones are not undone. (`tasks.grants.revoke`)"""
+
 
 def personal_handlers(server: PersonalServer[Context]) -> Mapping[str, Handler[Context]]:
     """The methods of a `PersonalServer` by wire name."""
@@ -205,4 +219,6 @@ def personal_handlers(server: PersonalServer[Context]) -> Mapping[str, Handler[C
         "approvals.rules.delete": server.approvals_rules_delete,
         "approvals.review.read": server.approvals_review_read,
         "approvals.review.set": server.approvals_review_set,
+        "tasks.grants.list": server.tasks_grants_list,
+        "tasks.grants.revoke": server.tasks_grants_revoke,
     }

@@ -363,7 +363,7 @@ class ApprovalSource(StrEnum):
 
 class ApprovalStatus(StrEnum):
     """
-    Where a card stands. `waiting` is the only status a decision applies to; `succeeded`, `failed`, `unknown`, `denied`, `expired`, `cancelled` and `stale` are final.
+    Where a card stands. `waiting` is the only status a decision applies to; `succeeded`, `failed`, `unknown`, `denied`, `expired`, `cancelled`, `stale` and `unauthorized` are final.
     """
 
     WAITING = "waiting"
@@ -405,6 +405,10 @@ class ApprovalStatus(StrEnum):
     STALE = "stale"
     """
     At the check just before the effect starts, the action no longer matched what was approved: the file or command state changed (the original's digest or size, its presence, the resolved command, the process), or, for a card approved by a rule or by review, the rules changed (the approving rule was deleted, paused or switched to `ask_first`, or an unpaused `ask_first` rule now matches). Nothing runs.
+    """
+    UNAUTHORIZED = "unauthorized"
+    """
+    A task's card whose effect its grant no longer authorizes: at the provider's check just before the execution claim, the grant was revoked or expired, the effect was outside its bounds, or the check's outcome was unknown (tasks.schema.json). Nothing is dispatched.
     """
 
 
@@ -1198,6 +1202,130 @@ class ReviewVerdict(StrEnum):
     UNAVAILABLE = "unavailable"
     """
     No verdict: no model, a failure, a malformed answer or the deadline passed. The card waits for the owner.
+    """
+
+
+class StartTaskArguments(WireModel):
+    """
+    The main agent's `start_task` tool: start a hidden background task with these instructions. The tool call answers an admitted user input; the task's grant is requested with that input's admission authority, so only an input admitted with an authority the selected provider accepts can start a task.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    instructions: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 16384},
+            max_length=16384,
+            min_length=1,
+        ),
+    ]
+    """
+    What the task is to do: the first user message of its hidden session, 1 byte to 16 KiB of UTF-8.
+    """
+
+
+class TaskAdmissionRefusal(StrEnum):
+    """
+    Why a `start_task` call starts no task. The agent's tool call gets the code and a message; nothing is saved.
+    """
+
+    AUTHORIZATION_UNAVAILABLE = "authorization_unavailable"
+    """
+    No `execution.authorization@1` provider is selected, or the selected one could not be reached or answered with an unknown outcome. No fallback applies.
+    """
+    AUTHORIZATION_REFUSED = "authorization_refused"
+    """
+    The selected provider refused the grant: for the native provider, the input was admitted through a paired device or a remote owner connection, not the local installation.
+    """
+    INVALID_ACTION = "invalid_action"
+    """
+    The call is not a valid `StartTaskArguments`.
+    """
+
+
+class TaskAuthorityKind(StrEnum):
+    """
+    Whose authority a grant carries.
+    """
+
+    LOCAL_INSTALLATION = "local_installation"
+    """
+    The local installation's: the owner at this machine, through the host's local transports (stdio, a Unix socket) or an embedding in the same process. The bundled native provider issues only this kind; a paired phone or a remote owner connection (an authenticated device, over HTTP or gRPC) cannot obtain it.
+    """
+    ACCOUNT = "account"
+    """
+    An authenticated account's, as an external provider attests it (issuer, tenant, subject); that provider owns its validity and revocation.
+    """
+
+
+class Tool(StrEnum):
+    """
+    An action tool.
+    """
+
+    WRITE_FILE = "write_file"
+    EDIT_FILE = "edit_file"
+    EXEC_COMMAND = "exec_command"
+    PROCESS_START = "process_start"
+    PROCESS_WRITE = "process_write"
+
+
+Resource = TypeAliasType("Resource", Annotated[str, Field(max_length=256, min_length=1)])
+"""
+A resource.
+"""
+
+TaskGrantId = TypeAliasType(
+    "TaskGrantId",
+    Annotated[str, Field(pattern=compile("^[A-Za-z0-9._:-]{1,256}\\Z"), title="TaskGrantId")],
+)
+"""
+A grant's opaque ID, as its provider issued it: 1 to 256 characters of `A-Z a-z 0-9 . _ : -`. The bundled native provider's IDs are `grant_` and 32 lowercase hexadecimal digits.
+"""
+
+
+class TaskGrantStatus(StrEnum):
+    """
+    Whether a grant still authorizes effects.
+    """
+
+    ACTIVE = "active"
+    """
+    It authorizes the effects within its bounds until it expires.
+    """
+    REVOKED = "revoked"
+    """
+    The owner (or the provider) revoked it: it authorizes no effect not already claimed. Final.
+    """
+    EXPIRED = "expired"
+    """
+    Its `expires_at` has passed: it authorizes nothing more. Final.
+    """
+
+
+class TasksGrantsListParams(WireModel):
+    """
+    Reads the space's task grants, newest first, at most 100. It takes no parameters.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
+class TasksGrantsRevokeParams(WireModel):
+    """
+    The owner revokes a task's grant. Revocation is final and idempotent: revoking a revoked or expired grant answers it as it is. It prevents every effect of the task not yet claimed (their cards end `unauthorized` at the check before the effect); effects already claimed are not undone. An unknown grant gets `not_found`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    grant_id: TaskGrantId
+    """
+    The grant.
     """
 
 
@@ -2200,6 +2328,162 @@ class PluginClientInvalidateParams(WireModel):
     ]
     """
     The history sequences of the messages whose state changed: 1 to 100, without repeats.
+    """
+
+
+class TaskAuthority(WireModel):
+    """
+    The authority a grant carries: who admitted the task, as the provider attests it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: TaskAuthorityKind
+    """
+    Whose authority it is.
+    """
+    issuer: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only for `account`: the account's issuer, as the host attested it.
+    """
+    tenant: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only for `account`: the account's tenant.
+    """
+    subject: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only for `account`: the account's subject.
+    """
+
+
+class TaskGrant(WireModel):
+    """
+    A finite, revocable grant of unattended authority for one task's execution attempt, as its provider reports it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    grant_id: TaskGrantId
+    """
+    The grant.
+    """
+    provider: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The `execution.authorization@1` provider that issued it: `native` for the bundled one.
+    """
+    task_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The task it authorizes.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The task's hidden session: the only session whose effects it authorizes.
+    """
+    request_id: Annotated[str, Field(max_length=128, min_length=1)]
+    """
+    The task's dispatch request ID: the persisted request it is narrowed to.
+    """
+    requirements_version: Annotated[int, Field(ge=1, le=2147483647)]
+    """
+    The task's requirements version it was issued for; an explicit resume needs a new grant.
+    """
+    tools: Annotated[
+        list[Tool],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=16, min_length=1),
+    ]
+    """
+    The action tools whose effects it authorizes.
+    """
+    resources: Annotated[
+        list[Resource],
+        Field(json_schema_extra={"x-unique-items": True}, max_length=16, min_length=1),
+    ]
+    """
+    The resources the effects may touch: `personal_files` (the Personal files root) for every Personal task.
+    """
+    model: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The model the task's agent runs on.
+    """
+    permission_mode: PermissionMode
+    """
+    The permission mode its effects run under: `standard`.
+    """
+    authority: TaskAuthority
+    """
+    The authority it carries.
+    """
+    issued_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When it was issued (RFC 3339, UTC).
+    """
+    expires_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When it stops authorizing anything (RFC 3339, UTC): at most 24 hours after `issued_at`.
+    """
+    status: TaskGrantStatus
+    """
+    Whether it still authorizes effects.
+    """
+    revoked_at: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
+        ),
+    ] = None
+    """
+    Present only when `revoked`: when.
+    """
+
+
+class TasksGrantsListResult(WireModel):
+    """
+    The task grants, newest first.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    grants: Annotated[list[TaskGrant], Field(max_length=100)]
+    """
+    The grants.
+    """
+
+
+class TasksGrantsRevokeResult(WireModel):
+    """
+    The grant as it now stands.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    grant: TaskGrant
+    """
+    The grant.
     """
 
 

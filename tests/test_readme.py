@@ -93,3 +93,36 @@ async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None
     ]
     assert shown[:2] == [(card.summary, card.card_id), (f"Done: {card.summary}", card.card_id)]
     assert shown[-1] == (f"Not done, you denied it: {denied.summary}", denied.card_id)
+
+
+async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:
+    """The README's session of background tasks, run as written against a Personal host: a task admitted over the
+    Unix socket runs under its grant, its card allowed writes the file and its reply is delivered; after its
+    grant is revoked, another task's allowed card is unauthorized and writes nothing."""
+    host = await UserHost.start(
+        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
+    )
+    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
+    body = "\n".join(f"    {line}" for line in example("personal-tasks").splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
+    try:
+        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
+    finally:
+        await server.close()
+        await host.close()
+    files = tmp_path / "user-spaces" / "local" / "personal" / "files"
+    assert (files / "notes" / "later.txt").read_text() == "buy milk"
+    assert not (files / "notes" / "second.txt").exists()
+    card, other = found["card"], found["other"]
+    assert (card.source.value, card.task_id, card.summary) == (
+        "task",
+        found["first"],
+        "Create notes/later.txt (8 bytes)",
+    )
+    assert found["done"] == f"Done: {card.summary} (succeeded)"
+    assert found["grants"][0].task_id == found["second"] and found["grants"][1].task_id == found["first"]
+    assert found["revoked"].status.value == "revoked"
+    assert found["refused"] == f"Not done: {other.summary} (unauthorized)"
+    assert [c.status.value for c in found["cards"]] == ["succeeded", "unauthorized"]
+    assert found["cards"][1].receipt is None

@@ -17,6 +17,8 @@ from wuu.generated.catalog import USERHOST_METHODS
 from wuu.generated.models import PluginInventoryEntry, UserInput
 from wuu.generated.wire import WireModel
 
+from .services import Caller
+
 
 class PluginCall(Protocol):
     """What a plugin method sees of the call it serves."""
@@ -24,6 +26,10 @@ class PluginCall(Protocol):
     @property
     def user_input(self) -> UserInput | None:
         """The exact user input of the call (for a method that takes it), from the client's transport."""
+
+    @property
+    def caller(self) -> Caller:
+        """Who calls, as the client's transport established it."""
 
     @property
     def revoked(self) -> asyncio.Event:

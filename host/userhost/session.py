@@ -77,6 +77,10 @@ class _Call:
         return self._user_input
 
     @property
+    def caller(self) -> Caller:
+        return self._session.caller
+
+    @property
     def revoked(self) -> asyncio.Event:
         return self._revoked
 

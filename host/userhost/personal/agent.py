@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from wuu.generated.catalog import USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
 from wuu.generated.models import ReactionActor, ReactionState
 
+from ..services import Caller
 from .provider import ContextMessage, ReactionChange, SessionDomain
 from .refusals import MainSessionMissing
 from .serial import SerialWork
@@ -65,6 +66,7 @@ class AgentStep:
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
         act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
+        start: StartTask | None = None,
     ) -> None:
         self.session_id = session_id
         self.pending = tuple(pending)
@@ -81,6 +83,7 @@ class AgentStep:
         self._reacted = reacted
         self._ask = ask
         self._act = act
+        self._start = start
         self.replies: list[int] = []
 
     async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
@@ -125,8 +128,21 @@ class AgentStep:
             answered = self.pending[-1].client_input_id if self.pending else call_id
             request_id = "ask-" + hashlib.sha256(f"{answered}\n{question}".encode()).hexdigest()[:32]
             return f"asked the owner: question {await self.ask(question, request_id)}"
+        if name == START_TASK:
+            return await self._start_task(call_id, arguments)
         request = self.pending[-1].text if self.pending else ""
         return await self._act(call_id, name, arguments, request)
+
+    async def _start_task(self, call_id: str, arguments: Mapping[str, Any]) -> str:
+        """Start a background task with the admission authority of the input this step answers
+        (spec/schema/userhost/tasks.schema.json)."""
+        if self._start is None:
+            return "refused (authorization_unavailable): this host runs no background tasks"
+        answered = self.pending[-1].client_input_id if self.pending else None
+        admitted_by = None
+        if answered is not None:
+            admitted_by = await self._store.admitted_by(self.session_id, answered)
+        return await self._start(call_id, arguments, admitted_by)
 
     async def record(self, kind: str, text: str) -> int:
         """Save a hidden record of the step (`reasoning`, or a `tool` call's record): part of the session's
@@ -154,6 +170,11 @@ class AgentStep:
 
 ASK_OWNER = "ask_owner"
 """The tool that asks the owner a waiting-user question through a hidden task."""
+START_TASK = "start_task"
+"""The tool that starts a background task (StartTaskArguments)."""
+StartTask = Callable[[str, Mapping[str, Any], Caller | None], Awaitable[str]]
+"""`start(call_id, arguments, admitted_by)`: start a background task for a `start_task` call, with the transport
+that admitted the input it answers; what the model is told of it."""
 
 
 class Agent(Protocol):
@@ -177,14 +198,17 @@ class MainAgentLoop:
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
         act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
+        start: StartTask | None = None,
     ) -> None:
         """`reacted(session_id, message_seq)` is told of every reaction the agent saves (clients are sent
         the same content-free notice as for the owner's); `ask(text, request_id)` asks the owner;
-        `act(call_id, tool, arguments, request)` proposes an action and says what became of it."""
+        `act(call_id, tool, arguments, request)` proposes an action and says what became of it; `start`
+        starts a background task (without it, none can start)."""
         self._agent = agent
         self._reacted = reacted
         self._ask = ask
         self._act = act
+        self._start = start
         self._store = store
         self._clock = clock
         self._work = SerialWork(admit, self._pass)
@@ -231,6 +255,7 @@ class MainAgentLoop:
             self._reacted,
             self._ask,
             self._act,
+            self._start,
         )
         try:
             await self._agent.step(step)

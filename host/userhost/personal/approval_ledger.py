@@ -72,6 +72,7 @@ class ApprovalLedger(Protocol):
         decision: Mapping[str, Any] | None = None,
         review: Mapping[str, Any] | None = None,
         receipt: Mapping[str, Any] | None = None,
+        lease: Mapping[str, Any] | None = None,
         outcome: str | None = None,
     ) -> ApprovalCard | None:
         """Move a card forward if its status allows (None if it had moved elsewhere); `outcome` is the text of

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from wuu.generated.models import TaskDeliveryReceipt
+from wuu.generated.models import ApprovalCard, TaskDeliveryReceipt
 
 from ..authority import Composer, Composition
 from ..storage.review_ledger.startup import require_migrated
@@ -25,13 +25,15 @@ from .approvals.files import FilesRoot
 from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .authorization import AuthorizationProvider
 from .model import ModelAdapter, StandInModel
-from .model_agent import ModelAgent
+from .model_agent import ModelAgent, task_tools
 from .page_tokens import PageTokens
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
 from .reviewer import Reviewer
 from .sqlite.store import SqliteSessionDomain
+from .task_runner import TaskGrants, TaskRunner
 from .tasks import PersonalServices, ReplyTurn, TaskBoard, verbatim_reply
 
 if TYPE_CHECKING:
@@ -52,6 +54,20 @@ async def sqlite_provider(host: UserHost, now: datetime) -> SessionDomain:
     return await SqliteSessionDomain.open(host.layout.state, host.user_space_id, host.product_domain, now)
 
 
+AuthorizationChoice = Callable[[SessionDomain], "AuthorizationProvider | None"]
+"""Selects the `execution.authorization@1` provider of a space from its opened store."""
+
+
+def native_authorization(store: SessionDomain) -> AuthorizationProvider | None:
+    """The bundled native provider, on the space's store: local-installation authority only."""
+    return store.native_authorization()
+
+
+def no_authorization(store: SessionDomain) -> AuthorizationProvider | None:
+    """No provider: background tasks cannot start, and no fallback applies."""
+    return None
+
+
 def personal(
     *,
     agent: Agent | None = None,
@@ -63,6 +79,7 @@ def personal(
     clock: Callable[[], datetime] = _now,
     reply_turn: ReplyTurn = verbatim_reply,
     attention_policy: AttentionPolicy | None = None,
+    authorization: AuthorizationChoice = native_authorization,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
     """The Personal module. `model` is the model adapter of the main agent and of automatic review (the
@@ -70,7 +87,9 @@ def personal(
     review; `execution` is the execution profile approved actions run in (a local native worker bound to the
     space's files root by default); `reply_turn` is the turn
     that carries a task's reply into the main conversation; `attention_policy` the owner's notification
-    policy (grouping off by default); `started` is given the plugin once it is built (an embedding drives its
+    policy (grouping off by default); `authorization` selects the `execution.authorization@1` provider of
+    background tasks from the opened store (the bundled native one by default; `no_authorization` selects none,
+    and no task can start); `started` is given the plugin once it is built (an embedding drives its
     agent and its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and
     reads its state through it)."""
 
@@ -100,6 +119,12 @@ def personal(
             page_tokens = await asyncio.to_thread(PageTokens.of_state, host.layout.state)
             thinking = model or StandInModel()
             actions = WorkerActions(ActionExecutor(host.layout.files, session=main, profile=execution))
+            grants = TaskGrants(store.dispatch_ledger(), authorization(store), clock)
+
+            def card_changed(card: ApprovalCard) -> None:
+                plugin.invalidate(card.session_id, card.message_seq, "approvals")
+                runner.card_changed(card)
+
             approvals = ApprovalService(
                 store.approval_ledger(),
                 FilesRoot(host.layout.files),
@@ -107,7 +132,19 @@ def personal(
                 reviewer or Reviewer(thinking),
                 clock,
                 host.admit,
-                lambda card: plugin.invalidate(card.session_id, card.message_seq, "approvals"),
+                card_changed,
+                grants,
+            )
+            runner = TaskRunner(
+                store.dispatch_ledger(),
+                grants,
+                store,
+                approvals,
+                ModelAgent(thinking, task_tools()),
+                thinking.name,
+                clock,
+                host.admit,
+                board.wake,
             )
             loop = MainAgentLoop(
                 agent or ModelAgent(thinking),
@@ -119,6 +156,7 @@ def personal(
                 lambda call_id, tool, arguments, request: approvals.act(
                     main, call_id, tool, arguments, request
                 ),
+                runner.start,
             )
             plugin = PersonalPlugin(
                 store=store,
@@ -131,9 +169,12 @@ def personal(
                 attention=attention,
                 page_tokens=page_tokens,
                 approvals=approvals,
+                grants=grants,
+                runner=runner,
                 input_receipts=input_receipts,
             )
             await approvals.start()
+            await runner.start_up()
         except BaseException:
             await store.close()
             raise

@@ -70,6 +70,9 @@ class ModelReply:
 class ModelAdapter(Protocol):
     """A model behind the one interface the agent and the reviewer use."""
 
+    name: str
+    """The model's name, as task grants bind it."""
+
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] = (), deadline: float
     ) -> ModelReply:
@@ -83,11 +86,13 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-_INTENT = re.compile(r"/(write|edit|run|start|input|ask)(?=\s|\Z)")
+_INTENT = re.compile(r"/(write|edit|run|start|input|ask|task)(?=\s|\Z)")
 _INPUT = re.compile(r"[ \t]*(\S*)[ \t\n]?(.*)", re.DOTALL)
 _REVIEW_LINE = re.compile(r"review:[ \t]*(allow|deny|unsure|fail|slow)[ \t]*")
 EDIT_SEPARATOR = "---"
 STAND_IN_RUN_TIMEOUT_MS = 60_000
+SPOKEN_TOOLS = frozenset({"start_task"})
+"""The tools whose result the stand-in says as its answer."""
 """The `timeout_ms` of the stand-in's `exec_command` calls."""
 
 
@@ -110,6 +115,9 @@ class StandInModel:
     - `/input PROCESS_ID TEXT` -> `process_write` {process_id: PROCESS_ID, data: TEXT + newline}: a line, as
       typed at a terminal.
     - `/ask TEXT` -> `ask_owner` {question: TEXT}: a waiting-user question to the owner.
+    - `/task TEXT` -> `start_task` {instructions: TEXT}: a background task whose first user message is TEXT
+      (everything after `/task `, newlines included), so `/task /write PATH` + newline + content starts a task
+      whose own stand-in writes the file.
 
     PATH, argv and the process ID are passed as written: checking them is the host's work (an empty PATH or
     ARGV is a call the host refuses). An intent it cannot parse (an `/edit` without its `---` line, ARGV with
@@ -118,7 +126,8 @@ class StandInModel:
 
     A request whose tool call has been answered (a `tool` message follows the newest user message) gets no
     new call: the answer is the last tool message's text when the host refused the call (it starts with
-    `refused`), else nothing (the card the call made speaks for itself in the conversation).
+    `refused`) or when the call was one of SPOKEN_TOOLS (`start_task`), else nothing (the card the call made
+    speaks for itself in the conversation).
 
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
@@ -127,6 +136,8 @@ class StandInModel:
     `unsure` (the owner decides).
     """
 
+    name = "stand-in"
+
     async def complete(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec] = (), deadline: float
     ) -> ModelReply:
@@ -134,10 +145,13 @@ class StandInModel:
         if not users:
             return ModelReply("")
         newest = messages[users[-1]].text
-        results = [message.text for message in messages[users[-1] :] if message.role == "tool"]
-        if results:
+        answered = [message for message in messages[users[-1] :] if message.role == "tool"]
+        if answered:
             # The request's call was answered: a stand-in that called again would loop an agent forever.
-            return ModelReply(results[-1] if results[-1].startswith("refused") else "")
+            result = answered[-1]
+            calls = {call.id: call.name for message in messages for call in message.tool_calls}
+            spoken = result.text.startswith("refused") or calls.get(result.tool_call_id or "") in SPOKEN_TOOLS
+            return ModelReply(result.text if spoken else "")
         if not tools:
             request = _review_request(newest)
             if request is not None:
@@ -157,6 +171,8 @@ def _intent(text: str) -> ToolCall | None:
     intent = match.group(1)
     if intent == "ask":
         return ToolCall(new_call_id(), "ask_owner", {"question": text[match.end() + 1 :]})
+    if intent == "task":
+        return ToolCall(new_call_id(), "start_task", {"instructions": text[match.end() + 1 :]})
     first, _, rest = text.partition("\n")
     if intent == "write":
         path = first[match.end() :].strip()
@@ -234,6 +250,7 @@ class OpenAIChatModel:
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None) -> None:
         self.url = f"{base_url.rstrip('/')}/chat/completions"
         self.model = model
+        self.name = model
         self.api_key_env = api_key_env
 
     async def complete(

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from wuu.generated.validators import bundle
 
-from .agent import ASK_OWNER, AgentStep
+from .agent import ASK_OWNER, START_TASK, ModelContext
 from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
+from .provider import ContextMessage
 
 ACTION_TOOLS = {
     "write_file": (
@@ -48,8 +49,8 @@ STEP_DEADLINE_SECONDS = 120.0
 
 
 @functools.cache
-def tools() -> tuple[ToolSpec, ...]:
-    """The tools the agent's model is offered."""
+def task_tools() -> tuple[ToolSpec, ...]:
+    """The tools a background task's model is offered: the actions, each of them a card of its task."""
     defs = bundle()["$defs"]
     specs = []
     for name, (definition, description) in ACTION_TOOLS.items():
@@ -57,6 +58,14 @@ def tools() -> tuple[ToolSpec, ...]:
         parameters["properties"].pop("tool")
         parameters["required"] = [field for field in parameters.get("required", []) if field != "tool"]
         specs.append(ToolSpec(name, description, parameters))
+    return tuple(specs)
+
+
+@functools.cache
+def main_tools() -> tuple[ToolSpec, ...]:
+    """The tools the main agent's model is offered: the actions, a question to the owner, a background task."""
+    defs = bundle()["$defs"]
+    specs = list(task_tools())
     question = {
         "type": "object",
         "additionalProperties": False,
@@ -64,6 +73,8 @@ def tools() -> tuple[ToolSpec, ...]:
         "properties": {"question": {"type": "string", "minLength": 1, "description": "The question to ask."}},
     }
     specs.append(ToolSpec(ASK_OWNER, "Ask the owner a question and wait for the answer.", question))
+    task = _inline(defs["StartTaskArguments"], defs)
+    specs.append(ToolSpec(START_TASK, "Start a background task that works on its own, under a grant.", task))
     return tuple(specs)
 
 
@@ -78,13 +89,31 @@ def _inline(schema: Any, defs: Mapping[str, Any]) -> Any:
     return copy.copy(schema)
 
 
+class Step(Protocol):
+    """What an agent's step offers it: the main agent's `AgentStep`, or a background task's."""
+
+    @property
+    def history(self) -> Sequence[ContextMessage]:
+        """The messages the step offers the model, oldest first."""
+
+    async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext: ...
+
+    async def reply(self, text: str) -> int: ...
+
+    async def tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> str: ...
+
+    async def record(self, kind: str, text: str) -> int: ...
+
+
 class ModelAgent:
-    """The main agent on a model: `ModelAgent(StandInModel())` is the bundled default."""
+    """An agent on a model: `ModelAgent(StandInModel())` is the bundled main agent, and with `task_tools()`
+    the agent of a background task."""
 
-    def __init__(self, model: ModelAdapter) -> None:
+    def __init__(self, model: ModelAdapter, tools: Sequence[ToolSpec] | None = None) -> None:
         self._model = model
+        self._tools = tuple(main_tools() if tools is None else tools)
 
-    async def step(self, step: AgentStep) -> None:
+    async def step(self, step: Step) -> None:
         context = await step.assemble(step.history)
         messages = [ChatMessage("system", GUIDANCE)]
         messages += [
@@ -95,7 +124,7 @@ class ModelAgent:
         for _ in range(MAX_ROUNDS):
             try:
                 reply = await self._model.complete(
-                    messages, tools=tools(), deadline=loop.time() + STEP_DEADLINE_SECONDS
+                    messages, tools=self._tools, deadline=loop.time() + STEP_DEADLINE_SECONDS
                 )
             except ModelUnavailable as error:
                 await step.reply(f"I could not reach my model: {error}")

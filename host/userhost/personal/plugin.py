@@ -53,9 +53,11 @@ from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
 from .attention import AttentionService
 from .durably import durably
+from .grant_methods import GrantMethods
 from .page_tokens import PageTokens
 from .provider import Admission, SessionDomain, Submission
 from .stamps import micros
+from .task_runner import TaskGrants, TaskRunner
 from .tasks import TaskBoard
 from .wire_errors import refusals_as_wire_errors
 
@@ -67,7 +69,7 @@ FRACTION = re.compile(r"\.([0-9]+)")
 
 
 @dataclass
-class PersonalPlugin(ApprovalMethods, PersonalServer[PluginCall]):
+class PersonalPlugin(ApprovalMethods, GrantMethods, PersonalServer[PluginCall]):
     """The plugin's state: its provider, the space's attachment files, the main agent's loop and the host's
     notices. `input_receipts` is the `wuu.client-input-receipts` observer: without it no input is admitted."""
 
@@ -85,6 +87,10 @@ class PersonalPlugin(ApprovalMethods, PersonalServer[PluginCall]):
     """Issues and checks the space's search page tokens."""
     approvals: ApprovalService
     """The space's approval cards, rules and executions."""
+    grants: TaskGrants
+    """The grants of the selected authorization provider."""
+    runner: TaskRunner
+    """The space's background tasks that execute."""
     input_receipts: bool = True
 
     def plugin(self) -> Plugin:
@@ -119,6 +125,7 @@ class PersonalPlugin(ApprovalMethods, PersonalServer[PluginCall]):
             text_sha256=hashlib.sha256(user_input.text.encode()).hexdigest(),
             attachments=(),
             binding_digest=binding_digest(session_id, user_input),
+            admitted_by=call.caller,
         )
         # With attachments, a retry is recognized before their bytes are written again.
         if decoded and await self.store.receipt(user_input.request_id) is not None:

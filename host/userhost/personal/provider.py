@@ -30,7 +30,10 @@ from wuu.generated.models import (
     UserQuestionStatus,
 )
 
+from ..services import Caller
 from .approval_ledger import ApprovalLedger
+from .authorization import AuthorizationProvider
+from .dispatch_ledger import DispatchLedger
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ class Submission:
     binding_digest: str
     """The digest of everything admission binds (plugin, session, literal text, request ID, the ordered
     filenames, media types and digests): a retry must match it exactly."""
+    admitted_by: Caller | None = None
+    """The client transport that admitted the input, when a client did: the authority a background task it
+    starts asks its grant with (spec/schema/userhost/tasks.schema.json)."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +257,9 @@ class SessionDomain(Protocol):
         request ID already has. RequestIdConflict when the ID bound another input, ClientInputIdTaken when
         the client input ID names another input of the session."""
 
+    async def admitted_by(self, session_id: str, client_input_id: str) -> Caller | None:
+        """The client transport that admitted an input of the session, when one did and it was recorded."""
+
     async def receipt(self, request_id: str) -> InputReceipt | None:
         """The receipt of a business request ID, if any."""
 
@@ -322,6 +331,12 @@ class SessionDomain(Protocol):
 
     def approval_ledger(self) -> ApprovalLedger:
         """The space's approval cards, rules and automatic-review setting."""
+
+    def dispatch_ledger(self) -> DispatchLedger:
+        """The space's dispatched background tasks and the records of their runs."""
+
+    def native_authorization(self) -> AuthorizationProvider:
+        """The bundled native `execution.authorization@1` provider, on this store."""
 
     async def close(self) -> None:
         """Finish pending writes and release the store."""

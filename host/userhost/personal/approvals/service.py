@@ -12,9 +12,10 @@ and is never run again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -32,6 +33,7 @@ from wuu.generated.models import (
 )
 
 from ..approval_ledger import ApprovalLedger, NewCard, StoredCard
+from ..authorization import AuthorizationRefused, AuthorizationUnknown, Lease
 from ..refusals import StaleRevision
 from ..reviewer import Reviewer
 from ..stamps import rfc3339
@@ -39,10 +41,14 @@ from .actions import Described, describe
 from .files import FilesRoot, TargetRefused, leaves_root
 from .policy import RuleMatch, by_rules, expires_at, rule_match, rule_still_allows
 
+log = logging.getLogger("wuu.host.userhost.personal")
+
 RECEIPT_TEXT_LIMIT = 4096
 """The most characters of a tool's output a receipt keeps."""
 LIST_LIMIT = 100
 """The most waiting cards one `approvals.list` returns."""
+AUTHORIZATION_TIMEOUT_SECONDS = 10.0
+"""How long the check of a task's effect may take; a slower one is an unknown outcome, and fails closed."""
 ACTIONS: TypeAdapter[PersonalAction] = TypeAdapter(PersonalAction)
 """Reads an agent's tool call as a `PersonalAction`."""
 
@@ -74,6 +80,16 @@ class Executor(Protocol):
         """Call `callback` with the process_id of each such process that ends."""
 
 
+class EffectAuthorizer(Protocol):
+    """Checks each effect of a background task against its grant, just before its execution claim."""
+
+    async def authorize(self, card: ApprovalCard) -> Lease:
+        """A lease for the claim of `card`'s effect. AuthorizationRefused, AuthorizationUnknown."""
+
+    async def release(self, lease: Lease, outcome: str) -> None:
+        """The effect of `lease` ended with `outcome`."""
+
+
 class ActionRefused(Exception):
     """The action may not run here and got no card: `code` is its ActionRefusal code."""
 
@@ -94,9 +110,11 @@ class ApprovalService:
         clock: Callable[[], datetime],
         admit: Callable[[Coroutine[Any, Any, None]], None],
         changed: Callable[[ApprovalCard], None],
+        authorizer: EffectAuthorizer | None = None,
     ) -> None:
         """`admit` runs work of the host (executions outlive the call that approved them); `changed` is told
-        of every card that was created or changed status (clients get the `approvals` notice)."""
+        of every card that was created or changed status (clients get the `approvals` notice); `authorizer`
+        checks the effects of background tasks (without one, none is authorized)."""
         self._ledger = ledger
         self._files = files
         self._executor = executor
@@ -105,6 +123,7 @@ class ApprovalService:
         self._admit = admit
         self._notify = changed
         self._running = asyncio.Lock()
+        self._authorizer = authorizer
         executor.on_process_end(self._process_ended)
 
     async def start(self) -> None:
@@ -157,9 +176,17 @@ class ApprovalService:
         return await self._handle(stored, rule_match(wire, described.resolved_command))
 
     async def act(
-        self, session_id: str, call_id: str, tool: str, arguments: Mapping[str, Any], request_text: str
+        self,
+        session_id: str,
+        call_id: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        request_text: str,
+        *,
+        task_id: str | None = None,
     ) -> str:
-        """An agent's tool call proposed as an action; what its model is told became of it."""
+        """An agent's tool call proposed as an action (a background task's when `task_id` is given); what its
+        model is told became of it."""
         for field in ("path", "cwd"):
             value = arguments.get(field)
             if isinstance(value, str) and leaves_root(value):
@@ -169,7 +196,10 @@ class ApprovalService:
         except ValidationError as error:
             return f"refused (invalid_action): {_first_problem(error)}"
         try:
-            card = await self.propose(session_id, call_id, action, request_text)
+            source: Literal["main_chat", "task"] = "main_chat" if task_id is None else "task"
+            card = await self.propose(
+                session_id, call_id, action, request_text, source=source, task_id=task_id
+            )
         except ActionRefused as refused:
             return f"refused ({refused.code}): {refused}"
         return _told_to_agent(card)
@@ -341,7 +371,19 @@ class ApprovalService:
                     )
                 )
                 return
-            claimed = await self._ledger.move(card_id, ApprovalStatus.RUNNING, self._clock())
+            lease = None
+            if card.task_id is not None:
+                try:
+                    lease = await self._authorize(card)
+                except (AuthorizationRefused, AuthorizationUnknown) as refusal:
+                    outcome = f"Not done: {card.summary}: not authorized: {refusal}"
+                    moved = await self._ledger.move(
+                        card_id, ApprovalStatus.UNAUTHORIZED, self._clock(), outcome=outcome
+                    )
+                    self._told(moved)
+                    return
+            claim = None if lease is None else asdict(lease)
+            claimed = await self._ledger.move(card_id, ApprovalStatus.RUNNING, self._clock(), lease=claim)
             if claimed is None:
                 return
             self._notify(claimed)
@@ -366,6 +408,8 @@ class ApprovalService:
                 receipt["error_code"] = result.error_code
             if result.process_id is not None:
                 receipt["process_id"] = result.process_id
+            if lease is not None:
+                await self._release(lease, result.outcome)
             headline = {"succeeded": "Done", "failed": "Failed", "unknown": "Outcome unknown"}[result.outcome]
             self._told(
                 await self._ledger.move(
@@ -402,6 +446,25 @@ class ApprovalService:
             return isinstance(card.action, ProcessWriteAction) and card.action.process_id == process_id
 
         await self.cancel(writes_to_it, f"process {process_id} ended")
+
+    async def _authorize(self, card: ApprovalCard) -> Lease:
+        """A fresh check of a task's effect by its grant's provider, never a saved one (tasks.schema.json).
+        AuthorizationRefused; AuthorizationUnknown when the check failed or took too long."""
+        if self._authorizer is None:
+            raise AuthorizationRefused("no execution.authorization@1 provider is selected")
+        try:
+            return await asyncio.wait_for(self._authorizer.authorize(card), AUTHORIZATION_TIMEOUT_SECONDS)
+        except (AuthorizationRefused, AuthorizationUnknown):
+            raise
+        except Exception as error:  # the provider's answer is unknown: fail closed
+            raise AuthorizationUnknown(f"the grant could not be checked: {error!r}") from error
+
+    async def _release(self, lease: Lease, outcome: str) -> None:
+        assert self._authorizer is not None
+        try:
+            await self._authorizer.release(lease, outcome)
+        except Exception:  # the effect is over either way; the provider's record of it is its own
+            log.exception("the authorization lease was not released", extra={"lease_id": lease.lease_id})
 
     async def _why_stale(self, stored: StoredCard) -> tuple[ApprovalStatus, str] | None:
         """Why an approved card may no longer run, or None."""

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from wuu.generated.models import AttachmentMetadata, InputReceipt
 
+from ...services import Caller
 from ..provider import Admission, ContextMessage, StoredAttachment, Submission
 from ..refusals import ClientInputIdTaken, RequestIdConflict
 from ..stamps import rfc3339
@@ -49,7 +53,7 @@ def admit(connection: sqlite3.Connection, main: str, submission: Submission, now
     receipt_id = sessions.new_id("rcp")
     stamp = rfc3339(now)
     connection.execute(
-        "INSERT INTO input_receipts VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, NULL)",
+        "INSERT INTO input_receipts VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
         (
             receipt_id,
             submission.request_id,
@@ -61,6 +65,7 @@ def admit(connection: sqlite3.Connection, main: str, submission: Submission, now
             stamp,
             stamp,
             seq,
+            None if submission.admitted_by is None else orjson.dumps(asdict(submission.admitted_by)).decode(),
         ),
     )
     attachments = [
@@ -200,3 +205,12 @@ def _receipt_of(row: Sequence[Any], attachments: Sequence[Sequence[Any]]) -> Inp
             "read_at": read_at,
         }
     )
+
+
+def admitted_by(connection: sqlite3.Connection, session_id: str, client_input_id: str) -> Caller | None:
+    """The transport that admitted an input, as its receipt recorded it."""
+    row = connection.execute(
+        "SELECT admitted_by FROM input_receipts WHERE session_id = ? AND client_input_id = ?",
+        (session_id, client_input_id),
+    ).fetchone()
+    return None if row is None or row[0] is None else Caller(**orjson.loads(row[0]))

@@ -47,11 +47,12 @@ class SqliteApprovalLedger:
         decision: Mapping[str, Any] | None = None,
         review: Mapping[str, Any] | None = None,
         receipt: Mapping[str, Any] | None = None,
+        lease: Mapping[str, Any] | None = None,
         outcome: str | None = None,
     ) -> ApprovalCard | None:
         def write(connection: Any) -> ApprovalCard | None:
             moved = approvals.move(
-                connection, card_id, to, now, decision=decision, review=review, receipt=receipt
+                connection, card_id, to, now, decision=decision, review=review, receipt=receipt, lease=lease
             )
             if moved is not None and outcome is not None:
                 approvals.outcome_message(connection, moved, outcome, now)

@@ -30,7 +30,7 @@ CARD_COLUMNS = (
 )
 MOVES: Mapping[str, frozenset[str]] = {
     "waiting": frozenset({"approved", "denied", "expired", "cancelled"}),
-    "approved": frozenset({"running", "stale", "cancelled"}),
+    "approved": frozenset({"running", "stale", "cancelled", "unauthorized"}),
     "running": frozenset({"succeeded", "failed", "unknown"}),
 }
 """The statuses each status can move to; the others are final."""
@@ -174,9 +174,11 @@ def move(
     decision: Mapping[str, Any] | None = None,
     review: Mapping[str, Any] | None = None,
     receipt: Mapping[str, Any] | None = None,
+    lease: Mapping[str, Any] | None = None,
 ) -> ApprovalCard | None:
-    """Move the card to `to` (recording a decision, review or receipt with it) if its status allows it; the
-    moved card, or None when it had already moved elsewhere (a decision, expiry or cancellation came first)."""
+    """Move the card to `to` (recording a decision, review, receipt or the execution claim's authorization
+    lease with it) if its status allows it; the moved card, or None when it had already moved elsewhere (a
+    decision, expiry or cancellation came first)."""
     status = connection.execute("SELECT status FROM approval_cards WHERE card_id = ?", (card_id,)).fetchone()
     if status is None:
         raise CardNotFound(f"no card {card_id}")
@@ -186,13 +188,14 @@ def move(
     connection.execute(
         "UPDATE approval_cards SET status = ?, revision = revision + 1, updated_at = ?, "
         "decision = coalesce(?, decision), review = coalesce(?, review), receipt = coalesce(?, receipt), "
-        "claimed_at = CASE WHEN ? THEN ? ELSE claimed_at END WHERE card_id = ?",
+        "lease = coalesce(?, lease), claimed_at = CASE WHEN ? THEN ? ELSE claimed_at END WHERE card_id = ?",
         (
             to.value,
             stamp,
             _json(decision),
             _json(review),
             _json(receipt),
+            _json(lease),
             to == ApprovalStatus.RUNNING,
             stamp,
             card_id,

@@ -229,6 +229,84 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 6: background tasks that execute: the transport that admitted each input, the tasks' dispatch and
+    # execution records, the native authorization provider's grants and leases, and the `unauthorized` card
+    # status with the lease an execution claim names (a CHECK constraint changes only with its table).
+    """
+    ALTER TABLE input_receipts ADD COLUMN admitted_by TEXT;
+    CREATE TABLE task_dispatches (
+        task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
+        instructions TEXT NOT NULL,
+        model TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        grant_id TEXT NOT NULL,
+        grant_expires_at TEXT NOT NULL,
+        execution_attempt INTEGER NOT NULL,
+        run_status TEXT NOT NULL CHECK (run_status IN ('queued', 'running', 'awaiting', 'succeeded', 'failed',
+            'unknown')),
+        run_note TEXT,
+        updated_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX task_dispatches_by_status ON task_dispatches (run_status);
+    CREATE TABLE native_grants (
+        grant_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        request_id TEXT NOT NULL,
+        requirements_version INTEGER NOT NULL,
+        tools TEXT NOT NULL,
+        resources TEXT NOT NULL,
+        model TEXT NOT NULL,
+        authority TEXT NOT NULL,
+        issued_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        expires_us INTEGER NOT NULL,
+        revoked_at TEXT,
+        fence INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE native_leases (
+        lease_id TEXT PRIMARY KEY,
+        grant_id TEXT NOT NULL REFERENCES native_grants (grant_id),
+        fence INTEGER NOT NULL,
+        card_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        acquired_at TEXT NOT NULL,
+        released_at TEXT,
+        outcome TEXT
+    ) WITHOUT ROWID;
+    CREATE TABLE approval_cards_6 (
+        id INTEGER PRIMARY KEY,
+        card_id TEXT NOT NULL UNIQUE,
+        session_id TEXT NOT NULL REFERENCES sessions (session_id),
+        call_id TEXT NOT NULL,
+        message_seq INTEGER NOT NULL,
+        source TEXT NOT NULL CHECK (source IN ('main_chat', 'task')),
+        task_id TEXT,
+        action TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        precondition TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        request_text TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('waiting', 'approved', 'running', 'succeeded', 'failed',
+            'unknown', 'denied', 'expired', 'cancelled', 'stale', 'unauthorized')),
+        revision INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT,
+        claimed_at TEXT,
+        decision TEXT,
+        review TEXT,
+        receipt TEXT,
+        updated_at TEXT NOT NULL,
+        lease TEXT,
+        UNIQUE (session_id, call_id)
+    );
+    INSERT INTO approval_cards_6 SELECT *, NULL FROM approval_cards;
+    DROP TABLE approval_cards;
+    ALTER TABLE approval_cards_6 RENAME TO approval_cards;
+    CREATE INDEX approval_cards_by_status ON approval_cards (status, id);
+    CREATE INDEX approval_cards_by_task ON approval_cards (task_id) WHERE task_id IS NOT NULL;
+    """,
 )
 
 VERSION = len(MIGRATIONS)

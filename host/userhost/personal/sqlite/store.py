@@ -15,7 +15,10 @@ from pathlib import Path
 
 from wuu.generated.models import HistoryMessage, InputReceipt, MessageReactionSnapshot, ReactionActor
 
+from ...services import Caller
 from ..approval_ledger import ApprovalLedger
+from ..authorization import AuthorizationProvider
+from ..dispatch_ledger import DispatchLedger
 from ..provider import (
     Admission,
     ContextMessage,
@@ -28,8 +31,10 @@ from ..provider import (
 from . import admission, history, reactions, sessions
 from .approval_ledger import SqliteApprovalLedger
 from .database import Database
+from .dispatch_ledger import SqliteDispatchLedger
 from .ledger import SqliteTaskLedger
 from .messages import append_assistant
+from .native_authorization import NativeAuthorization
 
 STORE_FILE = "personal.sqlite"
 
@@ -64,6 +69,12 @@ class SqliteSessionDomain:
     def approval_ledger(self) -> ApprovalLedger:
         return SqliteApprovalLedger(self.database, self.main_session_id)
 
+    def dispatch_ledger(self) -> DispatchLedger:
+        return SqliteDispatchLedger(self.database)
+
+    def native_authorization(self) -> AuthorizationProvider:
+        return NativeAuthorization(self.database)
+
     # --- sessions --------------------------------------------------------------------------------
 
     async def main_session(self) -> str:
@@ -78,6 +89,9 @@ class SqliteSessionDomain:
 
     async def admit(self, submission: Submission, now: datetime) -> Admission:
         return await self.database.write(lambda c: admission.admit(c, self.main_session_id, submission, now))
+
+    async def admitted_by(self, session_id: str, client_input_id: str) -> Caller | None:
+        return await self.database.read(lambda c: admission.admitted_by(c, session_id, client_input_id))
 
     async def receipt(self, request_id: str) -> InputReceipt | None:
         return await self.database.read(lambda c: admission.receipt_where(c, "request_id = ?", request_id))

@@ -514,6 +514,10 @@ class CallWith:
     user_input: UserInput | None
 
     @property
+    def caller(self) -> Caller:
+        return self.call.caller
+
+    @property
     def revoked(self) -> asyncio.Event:
         return self.call.revoked
 

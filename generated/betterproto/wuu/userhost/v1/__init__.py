@@ -93,6 +93,16 @@ __all__ = (
     "ReviewSettings",
     "ReviewVerdict",
     "RulePreview",
+    "StartTaskArguments",
+    "TaskAdmissionRefusal",
+    "TaskAuthority",
+    "TaskAuthorityKind",
+    "TaskGrant",
+    "TaskGrantStatus",
+    "TasksGrantsListParams",
+    "TasksGrantsListResult",
+    "TasksGrantsRevokeParams",
+    "TasksGrantsRevokeResult",
     "UserHostClientInfo",
     "UserHostErrorCode",
     "UserHostErrorData",
@@ -467,6 +477,13 @@ class ApprovalStatus(betterproto2.Enum):
     paused or switched to `ask_first`, or an unpaused `ask_first` rule now matches). Nothing runs.
     """
 
+    UNAUTHORIZED = 11
+    """
+    `unauthorized`: A task's card whose effect its grant no longer authorizes: at the provider's check just
+    before the execution claim, the grant was revoked or expired, the effect was outside its bounds, or the
+    check's outcome was unknown (tasks.schema.json). Nothing is dispatched.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -481,6 +498,7 @@ class ApprovalStatus(betterproto2.Enum):
             8: "APPROVAL_STATUS_EXPIRED",
             9: "APPROVAL_STATUS_CANCELLED",
             10: "APPROVAL_STATUS_STALE",
+            11: "APPROVAL_STATUS_UNAUTHORIZED",
         }
 
     @classmethod
@@ -497,6 +515,7 @@ class ApprovalStatus(betterproto2.Enum):
             "APPROVAL_STATUS_EXPIRED": 8,
             "APPROVAL_STATUS_CANCELLED": 9,
             "APPROVAL_STATUS_STALE": 10,
+            "APPROVAL_STATUS_UNAUTHORIZED": 11,
         }
 
 
@@ -798,6 +817,128 @@ class ReviewVerdict(betterproto2.Enum):
             "REVIEW_VERDICT_DENY": 2,
             "REVIEW_VERDICT_UNSURE": 3,
             "REVIEW_VERDICT_UNAVAILABLE": 4,
+        }
+
+
+class TaskAdmissionRefusal(betterproto2.Enum):
+    """
+    Why a `start_task` call starts no task. The agent's tool call gets the code and a message; nothing is saved.
+    """
+
+    UNSPECIFIED = 0
+
+    AUTHORIZATION_UNAVAILABLE = 1
+    """
+    `authorization_unavailable`: No `execution.authorization@1` provider is selected, or the selected one could
+    not be reached or answered with an unknown outcome. No fallback applies.
+    """
+
+    AUTHORIZATION_REFUSED = 2
+    """
+    `authorization_refused`: The selected provider refused the grant: for the native provider, the input was
+    admitted through a paired device or a remote owner connection, not the local installation.
+    """
+
+    INVALID_ACTION = 3
+    """
+    `invalid_action`: The call is not a valid `StartTaskArguments`.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TASK_ADMISSION_REFUSAL_UNSPECIFIED",
+            1: "TASK_ADMISSION_REFUSAL_AUTHORIZATION_UNAVAILABLE",
+            2: "TASK_ADMISSION_REFUSAL_AUTHORIZATION_REFUSED",
+            3: "TASK_ADMISSION_REFUSAL_INVALID_ACTION",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TASK_ADMISSION_REFUSAL_UNSPECIFIED": 0,
+            "TASK_ADMISSION_REFUSAL_AUTHORIZATION_UNAVAILABLE": 1,
+            "TASK_ADMISSION_REFUSAL_AUTHORIZATION_REFUSED": 2,
+            "TASK_ADMISSION_REFUSAL_INVALID_ACTION": 3,
+        }
+
+
+class TaskAuthorityKind(betterproto2.Enum):
+    """
+    Whose authority a grant carries.
+    """
+
+    UNSPECIFIED = 0
+
+    LOCAL_INSTALLATION = 1
+    """
+    `local_installation`: The local installation's: the owner at this machine, through the host's local
+    transports (stdio, a Unix socket) or an embedding in the same process. The bundled native provider issues
+    only this kind; a paired phone or a remote owner connection (an authenticated device, over HTTP or gRPC)
+    cannot obtain it.
+    """
+
+    ACCOUNT = 2
+    """
+    `account`: An authenticated account's, as an external provider attests it (issuer, tenant, subject); that
+    provider owns its validity and revocation.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TASK_AUTHORITY_KIND_UNSPECIFIED",
+            1: "TASK_AUTHORITY_KIND_LOCAL_INSTALLATION",
+            2: "TASK_AUTHORITY_KIND_ACCOUNT",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TASK_AUTHORITY_KIND_UNSPECIFIED": 0,
+            "TASK_AUTHORITY_KIND_LOCAL_INSTALLATION": 1,
+            "TASK_AUTHORITY_KIND_ACCOUNT": 2,
+        }
+
+
+class TaskGrantStatus(betterproto2.Enum):
+    """
+    Whether a grant still authorizes effects.
+    """
+
+    UNSPECIFIED = 0
+
+    ACTIVE = 1
+    """
+    `active`: It authorizes the effects within its bounds until it expires.
+    """
+
+    REVOKED = 2
+    """
+    `revoked`: The owner (or the provider) revoked it: it authorizes no effect not already claimed. Final.
+    """
+
+    EXPIRED = 3
+    """
+    `expired`: Its `expires_at` has passed: it authorizes nothing more. Final.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "TASK_GRANT_STATUS_UNSPECIFIED",
+            1: "TASK_GRANT_STATUS_ACTIVE",
+            2: "TASK_GRANT_STATUS_REVOKED",
+            3: "TASK_GRANT_STATUS_EXPIRED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "TASK_GRANT_STATUS_UNSPECIFIED": 0,
+            "TASK_GRANT_STATUS_ACTIVE": 1,
+            "TASK_GRANT_STATUS_REVOKED": 2,
+            "TASK_GRANT_STATUS_EXPIRED": 3,
         }
 
 
@@ -3379,6 +3520,204 @@ class RulePreview(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.userhost.v1", "RulePreview", RulePreview)
+
+
+@dataclass(eq=False, repr=False)
+class StartTaskArguments(betterproto2.Message):
+    """
+    The main agent's `start_task` tool: start a hidden background task with these instructions. The tool call
+    answers an admitted user input; the task's grant is requested with that input's admission authority, so only
+    an input admitted with an authority the selected provider accepts can start a task.
+    """
+
+    instructions: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    What the task is to do: the first user message of its hidden session, 1 byte to 16 KiB of UTF-8.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "StartTaskArguments", StartTaskArguments)
+
+
+@dataclass(eq=False, repr=False)
+class TaskAuthority(betterproto2.Message):
+    """
+    The authority a grant carries: who admitted the task, as the provider attests it.
+    """
+
+    kind: "TaskAuthorityKind" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: TaskAuthorityKind(0)
+    )
+    """
+    Whose authority it is.
+    """
+
+    issuer: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `account`: the account's issuer, as the host attested it.
+    """
+
+    tenant: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `account`: the account's tenant.
+    """
+
+    subject: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only for `account`: the account's subject.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TaskAuthority", TaskAuthority)
+
+
+@dataclass(eq=False, repr=False)
+class TaskGrant(betterproto2.Message):
+    """
+    A finite, revocable grant of unattended authority for one task's execution attempt, as its provider reports
+    it.
+    """
+
+    grant_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The grant.
+    """
+
+    provider: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The `execution.authorization@1` provider that issued it: `native` for the bundled one.
+    """
+
+    task_id: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The task it authorizes.
+    """
+
+    session_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The task's hidden session: the only session whose effects it authorizes.
+    """
+
+    request_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The task's dispatch request ID: the persisted request it is narrowed to.
+    """
+
+    requirements_version: "int" = betterproto2.field(6, betterproto2.TYPE_INT32)
+    """
+    The task's requirements version it was issued for; an explicit resume needs a new grant.
+    """
+
+    tools: "list[str]" = betterproto2.field(7, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The action tools whose effects it authorizes.
+    """
+
+    resources: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The resources the effects may touch: `personal_files` (the Personal files root) for every Personal task.
+    """
+
+    model: "str" = betterproto2.field(9, betterproto2.TYPE_STRING)
+    """
+    The model the task's agent runs on.
+    """
+
+    permission_mode: "__permissions__v1__.PermissionMode" = betterproto2.field(
+        10, betterproto2.TYPE_ENUM, default_factory=lambda: __permissions__v1__.PermissionMode(0)
+    )
+    """
+    The permission mode its effects run under: `standard`.
+    """
+
+    authority: "TaskAuthority | None" = betterproto2.field(11, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The authority it carries.
+    """
+
+    issued_at: "str" = betterproto2.field(12, betterproto2.TYPE_STRING)
+    """
+    When it was issued (RFC 3339, UTC).
+    """
+
+    expires_at: "str" = betterproto2.field(13, betterproto2.TYPE_STRING)
+    """
+    When it stops authorizing anything (RFC 3339, UTC): at most 24 hours after `issued_at`.
+    """
+
+    status: "TaskGrantStatus" = betterproto2.field(
+        14, betterproto2.TYPE_ENUM, default_factory=lambda: TaskGrantStatus(0)
+    )
+    """
+    Whether it still authorizes effects.
+    """
+
+    revoked_at: "str | None" = betterproto2.field(15, betterproto2.TYPE_STRING, optional=True)
+    """
+    Present only when `revoked`: when.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TaskGrant", TaskGrant)
+
+
+@dataclass(eq=False, repr=False)
+class TasksGrantsListParams(betterproto2.Message):
+    """
+    Reads the space's task grants, newest first, at most 100. It takes no parameters.
+    """
+
+    pass
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TasksGrantsListParams", TasksGrantsListParams)
+
+
+@dataclass(eq=False, repr=False)
+class TasksGrantsListResult(betterproto2.Message):
+    """
+    The task grants, newest first.
+    """
+
+    grants: "list[TaskGrant]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The grants.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TasksGrantsListResult", TasksGrantsListResult)
+
+
+@dataclass(eq=False, repr=False)
+class TasksGrantsRevokeParams(betterproto2.Message):
+    """
+    The owner revokes a task's grant. Revocation is final and idempotent: revoking a revoked or expired grant
+    answers it as it is. It prevents every effect of the task not yet claimed (their cards end `unauthorized` at
+    the check before the effect); effects already claimed are not undone. An unknown grant gets `not_found`.
+    """
+
+    grant_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The grant.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TasksGrantsRevokeParams", TasksGrantsRevokeParams)
+
+
+@dataclass(eq=False, repr=False)
+class TasksGrantsRevokeResult(betterproto2.Message):
+    """
+    The grant as it now stands.
+    """
+
+    grant: "TaskGrant | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The grant.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "TasksGrantsRevokeResult", TasksGrantsRevokeResult)
 
 
 @dataclass(eq=False, repr=False)

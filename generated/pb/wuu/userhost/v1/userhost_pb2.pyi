@@ -45,6 +45,7 @@ class ApprovalStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     APPROVAL_STATUS_EXPIRED: _ClassVar[ApprovalStatus]
     APPROVAL_STATUS_CANCELLED: _ClassVar[ApprovalStatus]
     APPROVAL_STATUS_STALE: _ClassVar[ApprovalStatus]
+    APPROVAL_STATUS_UNAUTHORIZED: _ClassVar[ApprovalStatus]
 
 class ApprovalDecider(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -175,6 +176,26 @@ class UserQuestionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     USER_QUESTION_STATUS_UNSPECIFIED: _ClassVar[UserQuestionStatus]
     USER_QUESTION_STATUS_ANSWERED: _ClassVar[UserQuestionStatus]
     USER_QUESTION_STATUS_DISMISSED: _ClassVar[UserQuestionStatus]
+
+class TaskAuthorityKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_AUTHORITY_KIND_UNSPECIFIED: _ClassVar[TaskAuthorityKind]
+    TASK_AUTHORITY_KIND_LOCAL_INSTALLATION: _ClassVar[TaskAuthorityKind]
+    TASK_AUTHORITY_KIND_ACCOUNT: _ClassVar[TaskAuthorityKind]
+
+class TaskGrantStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_GRANT_STATUS_UNSPECIFIED: _ClassVar[TaskGrantStatus]
+    TASK_GRANT_STATUS_ACTIVE: _ClassVar[TaskGrantStatus]
+    TASK_GRANT_STATUS_REVOKED: _ClassVar[TaskGrantStatus]
+    TASK_GRANT_STATUS_EXPIRED: _ClassVar[TaskGrantStatus]
+
+class TaskAdmissionRefusal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_ADMISSION_REFUSAL_UNSPECIFIED: _ClassVar[TaskAdmissionRefusal]
+    TASK_ADMISSION_REFUSAL_AUTHORIZATION_UNAVAILABLE: _ClassVar[TaskAdmissionRefusal]
+    TASK_ADMISSION_REFUSAL_AUTHORIZATION_REFUSED: _ClassVar[TaskAdmissionRefusal]
+    TASK_ADMISSION_REFUSAL_INVALID_ACTION: _ClassVar[TaskAdmissionRefusal]
 ACTION_REFUSAL_UNSPECIFIED: ActionRefusal
 ACTION_REFUSAL_PATH_OUTSIDE_ROOT: ActionRefusal
 ACTION_REFUSAL_SYMLINK: ActionRefusal
@@ -199,6 +220,7 @@ APPROVAL_STATUS_DENIED: ApprovalStatus
 APPROVAL_STATUS_EXPIRED: ApprovalStatus
 APPROVAL_STATUS_CANCELLED: ApprovalStatus
 APPROVAL_STATUS_STALE: ApprovalStatus
+APPROVAL_STATUS_UNAUTHORIZED: ApprovalStatus
 APPROVAL_DECIDER_UNSPECIFIED: ApprovalDecider
 APPROVAL_DECIDER_OWNER: ApprovalDecider
 APPROVAL_DECIDER_RULE: ApprovalDecider
@@ -278,6 +300,17 @@ PUSH_PROVIDER_FCM: PushProvider
 USER_QUESTION_STATUS_UNSPECIFIED: UserQuestionStatus
 USER_QUESTION_STATUS_ANSWERED: UserQuestionStatus
 USER_QUESTION_STATUS_DISMISSED: UserQuestionStatus
+TASK_AUTHORITY_KIND_UNSPECIFIED: TaskAuthorityKind
+TASK_AUTHORITY_KIND_LOCAL_INSTALLATION: TaskAuthorityKind
+TASK_AUTHORITY_KIND_ACCOUNT: TaskAuthorityKind
+TASK_GRANT_STATUS_UNSPECIFIED: TaskGrantStatus
+TASK_GRANT_STATUS_ACTIVE: TaskGrantStatus
+TASK_GRANT_STATUS_REVOKED: TaskGrantStatus
+TASK_GRANT_STATUS_EXPIRED: TaskGrantStatus
+TASK_ADMISSION_REFUSAL_UNSPECIFIED: TaskAdmissionRefusal
+TASK_ADMISSION_REFUSAL_AUTHORIZATION_UNAVAILABLE: TaskAdmissionRefusal
+TASK_ADMISSION_REFUSAL_AUTHORIZATION_REFUSED: TaskAdmissionRefusal
+TASK_ADMISSION_REFUSAL_INVALID_ACTION: TaskAdmissionRefusal
 
 class PersonalAction(_message.Message):
     __slots__ = ("write_file", "edit_file", "exec_command", "process_start", "process_write")
@@ -1222,3 +1255,77 @@ class UserHostShutdownParams(_message.Message):
 class UserHostShutdownResult(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class TaskAuthority(_message.Message):
+    __slots__ = ("kind", "issuer", "tenant", "subject")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    SUBJECT_FIELD_NUMBER: _ClassVar[int]
+    kind: TaskAuthorityKind
+    issuer: str
+    tenant: str
+    subject: str
+    def __init__(self, kind: _Optional[_Union[TaskAuthorityKind, str]] = ..., issuer: _Optional[str] = ..., tenant: _Optional[str] = ..., subject: _Optional[str] = ...) -> None: ...
+
+class TaskGrant(_message.Message):
+    __slots__ = ("grant_id", "provider", "task_id", "session_id", "request_id", "requirements_version", "tools", "resources", "model", "permission_mode", "authority", "issued_at", "expires_at", "status", "revoked_at")
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUIREMENTS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
+    AUTHORITY_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    provider: str
+    task_id: str
+    session_id: str
+    request_id: str
+    requirements_version: int
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    resources: _containers.RepeatedScalarFieldContainer[str]
+    model: str
+    permission_mode: _permissions_pb2.PermissionMode
+    authority: TaskAuthority
+    issued_at: str
+    expires_at: str
+    status: TaskGrantStatus
+    revoked_at: str
+    def __init__(self, grant_id: _Optional[str] = ..., provider: _Optional[str] = ..., task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., requirements_version: _Optional[int] = ..., tools: _Optional[_Iterable[str]] = ..., resources: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ..., authority: _Optional[_Union[TaskAuthority, _Mapping]] = ..., issued_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., status: _Optional[_Union[TaskGrantStatus, str]] = ..., revoked_at: _Optional[str] = ...) -> None: ...
+
+class StartTaskArguments(_message.Message):
+    __slots__ = ("instructions",)
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    instructions: str
+    def __init__(self, instructions: _Optional[str] = ...) -> None: ...
+
+class TasksGrantsListParams(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TasksGrantsListResult(_message.Message):
+    __slots__ = ("grants",)
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    grants: _containers.RepeatedCompositeFieldContainer[TaskGrant]
+    def __init__(self, grants: _Optional[_Iterable[_Union[TaskGrant, _Mapping]]] = ...) -> None: ...
+
+class TasksGrantsRevokeParams(_message.Message):
+    __slots__ = ("grant_id",)
+    GRANT_ID_FIELD_NUMBER: _ClassVar[int]
+    grant_id: str
+    def __init__(self, grant_id: _Optional[str] = ...) -> None: ...
+
+class TasksGrantsRevokeResult(_message.Message):
+    __slots__ = ("grant",)
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    grant: TaskGrant
+    def __init__(self, grant: _Optional[_Union[TaskGrant, _Mapping]] = ...) -> None: ...
