@@ -110,7 +110,9 @@ def personal(
             assert receipt.history_seq is not None
             attention.admit(AttentionItem(MAIN_AGENT, Locator(receipt.session_id, receipt.history_seq)))
 
-        board = TaskBoard(store.task_ledger(), clock, host.admit, reply_turn, delivered)
+        board = TaskBoard(
+            store.task_ledger(), clock, host.admit, reply_turn, delivered, lambda stop: runner.wake()
+        )
         try:
             # The host holds the space's presence lock: no other host is staging bytes that this cleans up.
             files = AttachmentFiles(host.layout.files)

@@ -61,8 +61,12 @@ class TaskBoard:
         admit: Callable[[Coroutine[Any, Any, None]], None],
         reply_turn: ReplyTurn = verbatim_reply,
         delivered: Callable[[TaskDeliveryReceipt], None] | None = None,
+        stopped: Callable[[StopOutcome], None] | None = None,
     ) -> None:
+        """`delivered` is told of each reply delivered; `stopped` of each stop, once it is saved (the runner of
+        tasks that execute stops their work)."""
         self.ledger = ledger
+        self._stopped = stopped
         self.reply_turn = reply_turn
         self._clock = clock
         self._delivered = delivered
@@ -112,7 +116,10 @@ class TaskBoard:
     async def stop(self, task_id: str) -> StopOutcome:
         """Persist cancellation intent for the task and its descendants and their undelivered replies;
         siblings, saved outcomes and delivered replies are untouched."""
-        return await self.ledger.stop(task_id, self._clock())
+        outcome = await self.ledger.stop(task_id, self._clock())
+        if self._stopped is not None:
+            self._stopped(outcome)
+        return outcome
 
     async def resume(self, task_id: str) -> TaskRecord:
         """Explicitly resume a task: a new requirements version and execution attempt."""

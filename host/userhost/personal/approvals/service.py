@@ -124,6 +124,8 @@ class ApprovalService:
         self._notify = changed
         self._running = asyncio.Lock()
         self._authorizer = authorizer
+        self._in_flight: dict[str, tuple[ApprovalCard, asyncio.Future[Execution]]] = {}
+        """The running executions: card ID -> (the claimed card, its execution)."""
         executor.on_process_end(self._process_ended)
 
     async def start(self) -> None:
@@ -388,10 +390,19 @@ class ApprovalService:
                 return
             self._notify(claimed)
             started = self._clock()
+            run = asyncio.ensure_future(self._executor.run(card.action.model_dump(mode="json")))
+            self._in_flight[card_id] = (claimed, run)
             try:
-                result = await self._executor.run(card.action.model_dump(mode="json"))
+                result = await run
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the host is closing: the claim stays running, and start-up makes it unknown
+                result = Execution("unknown", "stopped while it ran: whether its effect happened is unknown")
             except Exception as error:  # the effect may have happened: the outcome is unknown
                 result = Execution("unknown", f"the execution failed: {error}")
+            finally:
+                del self._in_flight[card_id]
             finished = self._clock()
             receipt: dict[str, Any] = {
                 "card_id": card_id,
@@ -423,7 +434,11 @@ class ApprovalService:
 
     async def cancel(self, which: Callable[[ApprovalCard], bool], reason: str) -> list[ApprovalCard]:
         """Cancel the cards not yet started whose source went away (`which` picks them); `reason` says why in
-        their outcome messages. The cards that are already running or settled keep their status."""
+        their outcome messages. A running one is stopped (its worker ends the process tree): its outcome is
+        `unknown`, never confirmed undone. Settled cards keep their status."""
+        for card, run in list(self._in_flight.values()):
+            if which(card):
+                run.cancel()
         cancelled = []
         for status in (ApprovalStatus.WAITING, ApprovalStatus.APPROVED):
             for card_id in await self._ledger.in_status(status):

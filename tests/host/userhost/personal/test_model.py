@@ -370,3 +370,27 @@ CHAT = {"kind": "openai_chat", "base_url": "http://127.0.0.1:8080/v1", "model": 
 def test_model_config_errors_name_the_field(data: dict[str, Any], field: str) -> None:
     with pytest.raises(ModelConfigError, match=f"^{field}: "):
         ModelConfig.parse(data)
+
+
+async def test_the_stand_in_starts_a_task_and_says_what_became_of_it() -> None:
+    task = (ToolSpec("start_task", "Start a background task.", {"type": "object"}),)
+    assert await stand_in("/task /write notes/x.txt\nbuy milk", task) == (
+        "",
+        [("start_task", {"instructions": "/write notes/x.txt\nbuy milk"})],
+    )
+    assert await stand_in("/task /write notes/x.txt", ACTION_TOOLS) == (
+        "Received: /task /write notes/x.txt",
+        [],
+    )
+    call = ToolCall("call_1", "start_task", {"instructions": "/run true"})
+    for told in (
+        "started task task_1 under grant grant_1 (until 2026-03-01T13:00:00Z)",
+        "refused (authorization_refused): no",
+    ):
+        messages = [
+            ChatMessage("user", "/task /run true"),
+            ChatMessage("assistant", "", tool_calls=(call,)),
+            ChatMessage("tool", told, tool_call_id="call_1"),
+        ]
+        reply = await StandInModel().complete(messages, tools=task, deadline=soon())
+        assert (reply.text, reply.tool_calls) == (told, ())

@@ -10,6 +10,7 @@ import pytest
 from wuu.host.userhost.personal.provider import Submission
 from wuu.host.userhost.personal.refusals import ClientInputIdTaken, RequestIdConflict, SessionNotFound
 from wuu.host.userhost.personal.sqlite import admission
+from wuu.host.userhost.services import Caller
 
 from .conftest import Store
 
@@ -76,3 +77,12 @@ def test_read_at_is_recorded_once_and_only_for_the_exact_pair(store: Store) -> N
     [read, unread] = admission.receipts(store.connection, store.main, store.main, ["in-1", "in-2", "in-3"])
     assert (read.revision, read.read_at is not None, unread.read_at) == (2, True, None)
     assert [m.client_input_id for m in admission.pending_inputs(store.connection, store.main, 10)] == ["in-2"]
+
+
+def test_the_transport_that_admitted_an_input_is_kept_with_it(store: Store) -> None:
+    by_socket = replace(submission(store, "req-1", "in-1"), admitted_by=Caller("unix"))
+    admission.admit(store.connection, store.main, by_socket, store.clock())
+    admission.admit(store.connection, store.main, submission(store, "req-2", "in-2"), store.clock())
+    assert admission.admitted_by(store.connection, store.main, "in-1") == Caller("unix")
+    assert admission.admitted_by(store.connection, store.main, "in-2") is None
+    assert admission.admitted_by(store.connection, store.main, "in-unknown") is None
