@@ -107,6 +107,13 @@ class DispatchLedger(Protocol):
         """End the run as `run` (`failed` or `unknown`) and the task as failed with `text`, its failure reply
         queued; the delivery ID, or None when the task was stopped (its replies are cancelled)."""
 
+    async def redispatch(
+        self, task_id: str, version: int, grant_id: str, expires_at: str, now: datetime
+    ) -> Dispatch:
+        """An explicit resume of a dispatched task at requirements version `version`: its next requirements
+        version and execution attempt under the new grant, the run queued. TaskStateError `not_found`, or
+        `stale_revision` when another resume came first."""
+
     async def recover(self, now: datetime) -> list[str]:
         """After a restart: a run left `running` awaits the cards its agent made, or is queued again when it made
         none (no effect can have started without a card); the task IDs."""

@@ -48,6 +48,8 @@ ISSUE_TIMEOUT_SECONDS = 10.0
 """How long the provider may take to issue a grant; a slower answer is an unknown one."""
 TASK_CONTEXT_MESSAGES = 50
 """The most messages of its hidden session a task's agent is offered."""
+EMBEDDING = Caller("embedding")
+"""The embedding API, in the host's own process: the local installation."""
 UNSETTLED = frozenset({"waiting", "approved", "running"})
 OUTCOME_WORDS = {"succeeded": "Done", "failed": "Failed", "unknown": "Outcome unknown"}
 
@@ -138,6 +140,39 @@ class TaskRunner:
             await provider.revoke(grant.grant_id, self._clock())
         self.wake()
         return _started(dispatch)
+
+    async def resume(self, task_id: str, admitted_by: Caller = EMBEDDING) -> str:
+        """Explicitly resume a dispatched task: a new requirements version and execution attempt, under a new
+        grant (a grant binds one requirements version); what became of it. The embedding API resumes with the
+        local installation's authority."""
+        dispatch = await self._ledger.dispatch_of(task_id)
+        provider = self._grants.provider
+        if dispatch is None:
+            raise TaskStateError("not_found", f"task {task_id} was not dispatched")
+        if provider is None:
+            return "refused (authorization_unavailable): no execution.authorization@1 provider is selected"
+        task = dispatch.task
+        version = task.requirements_version + 1
+        request = GrantRequest(
+            task.task_id, task.session_id, task.request_id, version, tuple(ACTION_TOOLS), (PERSONAL_FILES,),
+            self._model, admitted_by,
+        )  # fmt: skip
+        try:
+            grant = await asyncio.wait_for(provider.issue(request, self._clock()), ISSUE_TIMEOUT_SECONDS)
+        except AuthorizationRefused as refused:
+            return f"refused (authorization_refused): {refused}"
+        except (AuthorizationUnknown, Exception) as error:
+            return f"refused (authorization_unavailable): the provider gave no answer: {error!r}"
+        try:
+            resumed = await self._ledger.redispatch(
+                task_id, task.requirements_version, grant.grant_id, grant.expires_at, self._clock()
+            )
+        except TaskStateError:
+            await provider.revoke(grant.grant_id, self._clock())  # another resume came first
+            raise
+        await provider.revoke(dispatch.grant_id, self._clock())  # it authorized the earlier requirements only
+        self.wake()
+        return _started(resumed)
 
     # --- the runs ------------------------------------------------------------------------------------
 

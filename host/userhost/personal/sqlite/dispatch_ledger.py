@@ -50,5 +50,12 @@ class SqliteDispatchLedger:
     async def fail(self, task_id: str, attempt: int, run: RunStatus, text: str, now: datetime) -> str | None:
         return await self.database.write(lambda c: dispatches.fail(c, task_id, attempt, run, text, now))
 
+    async def redispatch(
+        self, task_id: str, version: int, grant_id: str, expires_at: str, now: datetime
+    ) -> Dispatch:
+        return await self.database.write(
+            lambda c: dispatches.redispatch(c, task_id, version, grant_id, expires_at, now)
+        )
+
     async def recover(self, now: datetime) -> list[str]:
         return await self.database.write(lambda c: dispatches.recover(c, now))

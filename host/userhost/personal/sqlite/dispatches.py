@@ -40,7 +40,8 @@ def dispatch(connection: sqlite3.Connection, new: NewDispatch, now: datetime) ->
     )
     append_message(connection, new.session_id, "user", new.instructions, now, indexed=False)
     connection.execute(
-        f"INSERT INTO task_dispatches ({DISPATCH_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, 'queued', NULL, ?)",
+        f"INSERT INTO task_dispatches ({DISPATCH_COLUMNS}, cards_after, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 1, 'queued', NULL, 0, ?)",
         (
             new.task_id,
             new.instructions,
@@ -95,8 +96,11 @@ def move_run(
 
 
 def cards(connection: sqlite3.Connection, task_id: str) -> list[CardOutcome]:
+    """The cards of the task's current execution attempt (those made since its dispatch or its resume)."""
     rows = connection.execute(
-        "SELECT card_id, status, summary FROM approval_cards WHERE task_id = ? ORDER BY id", (task_id,)
+        "SELECT card_id, status, summary FROM approval_cards WHERE task_id = ? AND id > "
+        "(SELECT cards_after FROM task_dispatches WHERE task_id = ?) ORDER BY id",
+        (task_id, task_id),
     ).fetchall()
     return [CardOutcome(*row) for row in rows]
 
@@ -128,6 +132,31 @@ def fail(
     return tasks.finish(connection, task_id, TaskDeliveryKind.FAILURE, text, now)
 
 
+def redispatch(
+    connection: sqlite3.Connection, task_id: str, version: int, grant_id: str, expires_at: str, now: datetime
+) -> Dispatch:
+    """An explicit resume of a dispatched task at requirements version `version`: the task's next requirements
+    version and execution attempt, under the new grant, with a queued run. TaskStateError `stale_revision` when
+    the task is no longer at `version` (another resume came first)."""
+    found = dispatch_of(connection, task_id)
+    if found is None:
+        raise TaskStateError("not_found", f"task {task_id} was not dispatched")
+    if found.task.requirements_version != version:
+        raise TaskStateError(
+            "stale_revision", f"task {task_id} is at requirements version {found.task.requirements_version}"
+        )
+    resumed = tasks.resume(connection, task_id, now)
+    connection.execute(
+        "UPDATE task_dispatches SET grant_id = ?, grant_expires_at = ?, execution_attempt = ?, "
+        "run_status = 'queued', run_note = NULL, cards_after = (SELECT coalesce(max(id), 0) FROM approval_cards), "
+        "updated_at = ? WHERE task_id = ?",
+        (grant_id, expires_at, resumed.execution_attempt, rfc3339(now), task_id),
+    )
+    made = dispatch_of(connection, task_id)
+    assert made is not None
+    return made
+
+
 def recover(connection: sqlite3.Connection, now: datetime) -> list[str]:
     """Runs left `running` by a host that stopped: awaiting their cards, or queued again without any."""
     running = [
@@ -135,9 +164,7 @@ def recover(connection: sqlite3.Connection, now: datetime) -> list[str]:
         for row in connection.execute("SELECT task_id FROM task_dispatches WHERE run_status = 'running'")
     ]
     for task_id in running:
-        made = connection.execute(
-            "SELECT 1 FROM approval_cards WHERE task_id = ? LIMIT 1", (task_id,)
-        ).fetchone()
+        made = cards(connection, task_id)
         connection.execute(
             "UPDATE task_dispatches SET run_status = ?, updated_at = ? WHERE task_id = ?",
             ("awaiting" if made else "queued", rfc3339(now), task_id),

@@ -12,9 +12,10 @@ from ..authorization import GRANT_LIFETIME, AuthorizationRefused, Effect, GrantR
 from . import grants
 from .database import Database
 
-LOCAL_TRANSPORTS = frozenset({"stdio", "unix"})
-"""The transports only the local installation reaches: a private pipe, a 0600 Unix socket. HTTP and gRPC clients
-authenticate with tokens, which a paired phone or a remote owner may hold."""
+LOCAL_TRANSPORTS = frozenset({"stdio", "unix", "embedding"})
+"""The transports only the local installation reaches: a private pipe, a 0600 Unix socket, the embedding API in
+the host's own process. HTTP and gRPC clients authenticate with tokens, which a paired phone or a remote owner
+may hold."""
 
 
 def local_installation(caller: Caller | None) -> bool:

@@ -245,6 +245,7 @@ MIGRATIONS: tuple[str, ...] = (
         run_status TEXT NOT NULL CHECK (run_status IN ('queued', 'running', 'awaiting', 'succeeded', 'failed',
             'unknown')),
         run_note TEXT,
+        cards_after INTEGER NOT NULL,
         updated_at TEXT NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX task_dispatches_by_status ON task_dispatches (run_status);

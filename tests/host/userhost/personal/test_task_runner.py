@@ -293,3 +293,34 @@ async def test_a_restart_never_replays_an_effect_whose_outcome_is_unknown(tmp_pa
         assert dispatch is not None and dispatch.run_status == "unknown"
     finally:
         await close_space(second)
+
+
+async def test_an_explicit_resume_runs_a_new_attempt_under_a_new_grant(space: Space) -> None:
+    task_id = task_of(await space.start("/write notes/resumed.txt\nagain"))
+    card = await space.card_of(task_id, ApprovalStatus.WAITING)
+    [old] = await space.grants.grants()
+    await space.grants.revoke(old.grant_id)
+    await space.decide(card, "decide-before-resume")
+    assert await reply(space, task_id) == f"Not done: {card.summary} (unauthorized)"
+    told = await space.runner.resume(task_id)
+    assert task_of(told) == task_id
+    new, revoked = await space.grants.grants()
+    assert (new.requirements_version, new.status.value, revoked.grant_id) == (2, "active", old.grant_id)
+
+    async def second_card() -> ApprovalCard | None:
+        made = await space.store.dispatch_ledger().cards(task_id)
+        if not made:
+            return None
+        [found] = await space.approvals.listed(space.store.main_session_id, [made[0].card_id])
+        return found if found.status == ApprovalStatus.WAITING else None
+
+    again = await until(second_card)
+    assert again.card_id != card.card_id
+    await space.decide(again, "decide-after-resume")
+    dispatch = await until(lambda: _final(space, task_id))
+    assert (dispatch.run_status, dispatch.task.requirements_version, dispatch.execution_attempt) == (
+        "succeeded",
+        2,
+        2,
+    )
+    assert (space.files / "notes" / "resumed.txt").read_text() == "again"
