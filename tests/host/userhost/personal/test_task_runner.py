@@ -85,7 +85,9 @@ async def until(probe: Any) -> Any:
     return found
 
 
-async def open_space(tmp_path: Path, clock: Clock, *, provider: bool = True) -> Space:
+async def open_space(
+    tmp_path: Path, clock: Clock, *, provider: bool = True, wrap: Any = lambda provider: provider
+) -> Space:
     state, files = tmp_path / "state", tmp_path / "files"
     state.mkdir(exist_ok=True)
     files.mkdir(exist_ok=True)
@@ -98,7 +100,9 @@ async def open_space(tmp_path: Path, clock: Clock, *, provider: bool = True) -> 
         task.add_done_callback(work.discard)
 
     executor = ActionExecutor(files, session=store.main_session_id)
-    grants = TaskGrants(store.dispatch_ledger(), store.native_authorization() if provider else None, clock)
+    grants = TaskGrants(
+        store.dispatch_ledger(), wrap(store.native_authorization()) if provider else None, clock
+    )
     board = TaskBoard(store.task_ledger(), clock, admit, stopped=lambda outcome: runner.wake())
     approvals = ApprovalService(
         store.approval_ledger(),
@@ -324,3 +328,35 @@ async def test_an_explicit_resume_runs_a_new_attempt_under_a_new_grant(space: Sp
         2,
     )
     assert (space.files / "notes" / "resumed.txt").read_text() == "again"
+
+
+class CheckFails:
+    """The native provider, whose checks of effects fail: their outcome is unknown."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def acquire(self, effect: Any, now: datetime) -> Any:
+        raise ConnectionError("the provider's store is unreachable")
+
+
+async def test_a_check_whose_outcome_is_unknown_fails_closed(tmp_path: Path) -> None:
+    opened = await open_space(tmp_path, Clock(), wrap=CheckFails)
+    try:
+        task_id = task_of(await opened.start("/write notes/unknown.txt\nx"))
+        card = await opened.card_of(task_id, ApprovalStatus.WAITING)
+        await opened.decide(card, "decide-unknown-check")
+        ended = await opened.card_of(task_id, ApprovalStatus.UNAUTHORIZED)
+        assert ended.receipt is None
+        assert not (opened.files / "notes" / "unknown.txt").exists()
+        history = await opened.store.history(opened.store.main_session_id, None, 50)
+        [outcome] = [
+            m.text for m in history if m.approval_id == card.card_id and m.text.startswith("Not done")
+        ]
+        assert outcome.startswith(f"Not done: {card.summary}: not authorized: the grant could not be checked")
+    finally:
+        await close_space(opened)
