@@ -37,7 +37,15 @@ from .grpc_service import GrpcServer
 from .grpc_wire import GrpcAddress, GrpcAddressError
 from .http import HttpAddress, HttpAddressError, HttpServer
 from .idle import DEFAULT_IDLE_SECONDS
-from .personal import ModelConfig, StoreError, StoreVersionError, personal
+from .personal import (
+    AuthorizationChoice,
+    ModelConfig,
+    StoreError,
+    StoreVersionError,
+    native_authorization,
+    no_authorization,
+    personal,
+)
 from .personal.approvals.execution import ExecutionConfigError, load_profile
 from .server import Server
 from .stdio import StdioServer
@@ -63,9 +71,15 @@ def _personal(args: argparse.Namespace) -> list[Composer]:
             raise UsageError(f"--execution-config: {error}") from None
     elif args.execution_profile is not None:
         raise UsageError("--execution-profile: needs --execution-config, the file that defines the profile")
-    return [personal(model=model, execution=execution)]
+    authorization = AUTHORIZATION_PROVIDERS[args.authorization or "native"]
+    return [personal(model=model, execution=execution, authorization=authorization)]
 
 
+# The `execution.authorization@1` providers `--authorization` selects, by name.
+AUTHORIZATION_PROVIDERS: dict[str, AuthorizationChoice] = {
+    "native": native_authorization,
+    "none": no_authorization,
+}
 # The composition profiles this installation can compose, by name: each gives the modules to build.
 COMPOSITION_PROFILES: dict[str, Callable[[argparse.Namespace], list[Composer]]] = {"personal": _personal}
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({})))
@@ -128,6 +142,12 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--execution-profile", metavar="NAME", help="the profile of --execution-config (default: its default)"
+    )
+    serve.add_argument(
+        "--authorization",
+        choices=sorted(AUTHORIZATION_PROVIDERS),
+        help="personal: the execution.authorization@1 provider of background tasks: native (the default: local "
+        "installation authority only) or none (no task can start)",
     )
     serve.add_argument(
         "--isolation",
@@ -334,6 +354,7 @@ async def serve(args: argparse.Namespace) -> int:
             ("--model-config", args.model_config),
             ("--execution-config", args.execution_config),
             ("--execution-profile", args.execution_profile),
+            ("--authorization", args.authorization),
         )
         if value is not None
     ]

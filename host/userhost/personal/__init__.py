@@ -7,7 +7,14 @@ personal`) adds to a host; `SessionDomain` is the provider interface a replaceme
 """
 
 from .agent import Agent, AgentStep, ModelContext
-from .composition import personal, sqlite_provider
+from .authorization import AuthorizationProvider
+from .composition import (
+    AuthorizationChoice,
+    native_authorization,
+    no_authorization,
+    personal,
+    sqlite_provider,
+)
 from .model import ModelAdapter, ModelConfig, OpenAIChatModel, StandInModel
 from .model_agent import ModelAgent
 from .plugin import FINGERPRINT, PLUGIN_ID, PersonalPlugin
@@ -21,6 +28,8 @@ __all__ = [
     "PLUGIN_ID",
     "Agent",
     "AgentStep",
+    "AuthorizationChoice",
+    "AuthorizationProvider",
     "ContextMessage",
     "ModelAdapter",
     "ModelAgent",
@@ -34,6 +43,8 @@ __all__ = [
     "StandInModel",
     "StoreError",
     "StoreVersionError",
+    "native_authorization",
+    "no_authorization",
     "personal",
     "sqlite_provider",
 ]

@@ -350,3 +350,15 @@ async def test_under_umask_000_every_directory_is_0700_and_every_file_0600(
     assert any(name.startswith(f"{space}/files/attachments/att_") for name in running), sorted(running)
     for found in (running, modes_under(home)):
         assert {name: mode for name, mode in found.items() if mode not in ("dir 0700", "file 0600")} == {}
+
+
+def test_an_unknown_authorization_provider_exits_2_naming_the_flag(home: Path) -> None:
+    given = ["--composition-profile", "personal", "--authorization", "saved-owner"]
+    done = run([*BINDING, "--home", str(home), "--stdio", *given])
+    assert done.returncode == 2 and "--authorization" in done.stderr and "saved-owner" in done.stderr, (
+        done.stderr
+    )
+    assert everything_under(home) == []
+    done = run([*BINDING, "--home", str(home), "--stdio", "--authorization", "none"])
+    assert done.returncode == 2, done.stderr
+    assert "--authorization: configures the personal composition profile, which is not loaded" in done.stderr
