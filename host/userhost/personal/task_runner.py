@@ -125,12 +125,9 @@ class TaskRunner:
         request = GrantRequest(
             task_id, session_id, request_id, 1, tools, (PERSONAL_FILES,), self._model, admitted_by
         )
-        try:
-            grant = await asyncio.wait_for(provider.issue(request, self._clock()), ISSUE_TIMEOUT_SECONDS)
-        except AuthorizationRefused as refused:
-            return f"refused (authorization_refused): {refused}"
-        except (AuthorizationUnknown, Exception) as error:  # no fallback: the task does not start
-            return f"refused (authorization_unavailable): the provider gave no answer: {error!r}"
+        grant = await self._issue(provider, request)
+        if isinstance(grant, str):
+            return grant
         new = NewDispatch(
             task_id, session_id, request_id, instructions, self._model, provider.name, grant.grant_id,
             grant.expires_at,
@@ -157,12 +154,9 @@ class TaskRunner:
             task.task_id, task.session_id, task.request_id, version, tuple(ACTION_TOOLS), (PERSONAL_FILES,),
             self._model, admitted_by,
         )  # fmt: skip
-        try:
-            grant = await asyncio.wait_for(provider.issue(request, self._clock()), ISSUE_TIMEOUT_SECONDS)
-        except AuthorizationRefused as refused:
-            return f"refused (authorization_refused): {refused}"
-        except (AuthorizationUnknown, Exception) as error:
-            return f"refused (authorization_unavailable): the provider gave no answer: {error!r}"
+        grant = await self._issue(provider, request)
+        if isinstance(grant, str):
+            return grant
         try:
             resumed = await self._ledger.redispatch(
                 task_id, task.requirements_version, grant.grant_id, grant.expires_at, self._clock()
@@ -173,6 +167,15 @@ class TaskRunner:
         await provider.revoke(dispatch.grant_id, self._clock())  # it authorized the earlier requirements only
         self.wake()
         return _started(resumed)
+
+    async def _issue(self, provider: AuthorizationProvider, request: GrantRequest) -> TaskGrant | str:
+        """The provider's grant for `request`, or the refusal the model is told (no fallback applies)."""
+        try:
+            return await asyncio.wait_for(provider.issue(request, self._clock()), ISSUE_TIMEOUT_SECONDS)
+        except AuthorizationRefused as refused:
+            return f"refused (authorization_refused): {refused}"
+        except (AuthorizationUnknown, Exception) as error:
+            return f"refused (authorization_unavailable): the provider gave no answer: {error!r}"
 
     # --- the runs ------------------------------------------------------------------------------------
 
