@@ -25,6 +25,7 @@ from .approvals.files import FilesRoot
 from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .memory import MemoryService
 from .model import ModelAdapter, StandInModel
 from .model_agent import ModelAgent
 from .page_tokens import PageTokens
@@ -109,6 +110,7 @@ def personal(
                 host.admit,
                 lambda card: plugin.invalidate(card.session_id, card.message_seq, "approvals"),
             )
+            memory = MemoryService(store.memory_ledger(), clock)
             loop = MainAgentLoop(
                 agent or ModelAgent(thinking),
                 store,
@@ -119,6 +121,7 @@ def personal(
                 lambda call_id, tool, arguments, request: approvals.act(
                     main, call_id, tool, arguments, request
                 ),
+                memory.call,
             )
             plugin = PersonalPlugin(
                 store=store,

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from .memory import MEMORY_TOOLS
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -83,7 +85,7 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-_INTENT = re.compile(r"/(write|edit|run|start|input|ask)(?=\s|\Z)")
+_INTENT = re.compile(r"/(write|edit|run|start|input|ask|remember|recall|correct|forget)(?=\s|\Z)")
 _INPUT = re.compile(r"[ \t]*(\S*)[ \t\n]?(.*)", re.DOTALL)
 _REVIEW_LINE = re.compile(r"review:[ \t]*(allow|deny|unsure|fail|slow)[ \t]*")
 EDIT_SEPARATOR = "---"
@@ -110,6 +112,10 @@ class StandInModel:
     - `/input PROCESS_ID TEXT` -> `process_write` {process_id: PROCESS_ID, data: TEXT + newline}: a line, as
       typed at a terminal.
     - `/ask TEXT` -> `ask_owner` {question: TEXT}: a waiting-user question to the owner.
+    - `/remember TEXT` -> `memory_save` {text: TEXT}; `/recall [QUERY]` -> `memory_query` {query: QUERY, empty
+      without one}; `/correct MEMORY_ID TEXT` -> `memory_correct` {memory_id: MEMORY_ID, text: TEXT};
+      `/forget MEMORY_ID` -> `memory_forget` {memory_id: MEMORY_ID}. TEXT is the rest of the message after the
+      one space or newline that follows the intent (or the ID), newlines included.
 
     PATH, argv and the process ID are passed as written: checking them is the host's work (an empty PATH or
     ARGV is a call the host refuses). An intent it cannot parse (an `/edit` without its `---` line, ARGV with
@@ -117,8 +123,9 @@ class StandInModel:
     an empty text), as the main agent always has.
 
     A request whose tool call has been answered (a `tool` message follows the newest user message) gets no
-    new call: the answer is the last tool message's text when the host refused the call (it starts with
-    `refused`), else nothing (the card the call made speaks for itself in the conversation).
+    new call: the answer is the last tool message's text when the call was a memory tool's (what the Memory
+    service says, shown to the owner as is) or the host refused it (it starts with `refused`), else nothing
+    (the card an action's call made speaks for itself in the conversation).
 
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
@@ -134,10 +141,14 @@ class StandInModel:
         if not users:
             return ModelReply("")
         newest = messages[users[-1]].text
-        results = [message.text for message in messages[users[-1] :] if message.role == "tool"]
+        answered = messages[users[-1] :]
+        results = [message for message in answered if message.role == "tool"]
         if results:
             # The request's call was answered: a stand-in that called again would loop an agent forever.
-            return ModelReply(results[-1] if results[-1].startswith("refused") else "")
+            called = {call.id: call.name for message in answered for call in message.tool_calls}
+            result = results[-1]
+            told = called.get(result.tool_call_id or "") in MEMORY_TOOLS or result.text.startswith("refused")
+            return ModelReply(result.text if told else "")
         if not tools:
             request = _review_request(newest)
             if request is not None:
@@ -157,6 +168,17 @@ def _intent(text: str) -> ToolCall | None:
     intent = match.group(1)
     if intent == "ask":
         return ToolCall(new_call_id(), "ask_owner", {"question": text[match.end() + 1 :]})
+    if intent == "remember":
+        return ToolCall(new_call_id(), "memory_save", {"text": text[match.end() + 1 :]})
+    if intent == "recall":
+        return ToolCall(new_call_id(), "memory_query", {"query": text[match.end() + 1 :]})
+    if intent in ("correct", "forget"):
+        words = _INPUT.fullmatch(text[match.end() :])
+        assert words is not None  # the pattern matches any text
+        memory_id, rest = words.groups()
+        if intent == "forget":
+            return ToolCall(new_call_id(), "memory_forget", {"memory_id": memory_id})
+        return ToolCall(new_call_id(), "memory_correct", {"memory_id": memory_id, "text": rest})
     first, _, rest = text.partition("\n")
     if intent == "write":
         path = first[match.end() :].strip()

@@ -1,9 +1,10 @@
 """The bundled main agent: a model behind the `ModelAdapter` interface, offered the Personal tools.
 
 A step puts the whole offered history before the model; each tool call it makes goes through the step
-(`AgentStep.tool`: the host turns actions into approval cards and asks questions), and its result goes back to
-the model, until the model answers with text alone, which is saved as the step's reply. The tools' parameters
-are the spec's action defs (spec/schema/userhost/approvals.schema.json).
+(`AgentStep.tool`: the host turns actions into approval cards, asks questions and runs the memory tools), and its
+result goes back to the model, until the model answers with text alone, which is saved as the step's reply. The
+tools' parameters are the spec's action defs (spec/schema/userhost/approvals.schema.json) and memory tool
+arguments (spec/schema/userhost/memory.schema.json).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from wuu.generated.validators import bundle
 
 from .agent import ASK_OWNER, AgentStep
+from .memory import MEMORY_TOOLS
 from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
 
 ACTION_TOOLS = {
@@ -39,7 +41,9 @@ ACTION_TOOLS = {
 GUIDANCE = (
     "You are the owner's Personal assistant. File changes and commands are actions the owner approves: "
     "calling a tool proposes the action, and its result says whether it waits for approval, runs, or was "
-    "refused. Never claim that an action you proposed has happened before its result says so."
+    "refused. Never claim that an action you proposed has happened before its result says so. What you "
+    "remember of the owner is in the memory tools; forgetting a memory redacts it but erases no conversation, "
+    "file or backup."
 )
 MAX_ROUNDS = 8
 """The most model calls of one step: a model that keeps calling tools is stopped."""
@@ -57,6 +61,8 @@ def tools() -> tuple[ToolSpec, ...]:
         parameters["properties"].pop("tool")
         parameters["required"] = [field for field in parameters.get("required", []) if field != "tool"]
         specs.append(ToolSpec(name, description, parameters))
+    for name, (definition, description) in MEMORY_TOOLS.items():
+        specs.append(ToolSpec(name, description, _inline(defs[definition], defs)))
     question = {
         "type": "object",
         "additionalProperties": False,

@@ -31,6 +31,7 @@ from wuu.generated.models import (
 )
 
 from .approval_ledger import ApprovalLedger
+from .memory_ledger import MemoryLedger
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,9 @@ class SessionDomain(Protocol):
 
     def approval_ledger(self) -> ApprovalLedger:
         """The space's approval cards, rules and automatic-review setting."""
+
+    def memory_ledger(self) -> MemoryLedger:
+        """The space's memories (the Personal Memory service)."""
 
     async def close(self) -> None:
         """Finish pending writes and release the store."""

@@ -229,6 +229,30 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 6: the Personal Memory service: memories and their versions. A forgotten memory's texts are NULL (the
+    # store's secure_delete zeroes what they occupied); `touched` orders memories by their latest change.
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL UNIQUE,
+        status TEXT NOT NULL CHECK (status IN ('active', 'forgotten')),
+        version INTEGER NOT NULL,
+        touched INTEGER NOT NULL,
+        forgotten_at TEXT
+    );
+    CREATE INDEX memories_by_touch ON memories (status, touched);
+    CREATE TABLE memory_versions (
+        memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+        version INTEGER NOT NULL,
+        text TEXT,
+        author TEXT NOT NULL CHECK (author IN ('main_agent', 'task')),
+        session_id TEXT NOT NULL,
+        task_id TEXT,
+        message_seq INTEGER,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (memory_id, version)
+    ) WITHOUT ROWID;
+    """,
 )
 
 VERSION = len(MIGRATIONS)

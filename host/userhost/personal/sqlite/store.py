@@ -16,6 +16,7 @@ from pathlib import Path
 from wuu.generated.models import HistoryMessage, InputReceipt, MessageReactionSnapshot, ReactionActor
 
 from ..approval_ledger import ApprovalLedger
+from ..memory_ledger import MemoryLedger
 from ..provider import (
     Admission,
     ContextMessage,
@@ -29,6 +30,7 @@ from . import admission, history, reactions, sessions
 from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .ledger import SqliteTaskLedger
+from .memory_ledger import SqliteMemoryLedger
 from .messages import append_assistant
 
 STORE_FILE = "personal.sqlite"
@@ -63,6 +65,9 @@ class SqliteSessionDomain:
 
     def approval_ledger(self) -> ApprovalLedger:
         return SqliteApprovalLedger(self.database, self.main_session_id)
+
+    def memory_ledger(self) -> MemoryLedger:
+        return SqliteMemoryLedger(self.database)
 
     # --- sessions --------------------------------------------------------------------------------
 
