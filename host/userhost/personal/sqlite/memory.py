@@ -126,7 +126,12 @@ def record(connection: sqlite3.Connection, memory_id: str) -> MemoryRecord:
             (memory_id,),
         )
     ]
-    wire: dict[str, Any] = {"memory_id": memory_id, "status": status, "version": current, "versions": versions}
+    wire: dict[str, Any] = {
+        "memory_id": memory_id,
+        "status": status,
+        "version": current,
+        "versions": versions,
+    }
     if status == "active":
         wire["text"] = versions[-1]["text"]
     else:
