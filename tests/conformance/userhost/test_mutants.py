@@ -224,7 +224,8 @@ def test_a_host_without_history_read_fails_no_case(selections: Selections) -> No
     skipped = [outcome for outcome in outcomes if outcome.status == "skipped"]
     assert skipped and all("agents.history.read" in outcome.message for outcome in skipped), summary(skipped)
     needing = {outcome.case.split(".", 1)[0] for outcome in skipped}
-    assert needing == {"approvals", "history", "memory", "questions", "reactions", "search"}, summary(outcomes)
+    expected = {"approvals", "history", "memory", "questions", "reactions", "search"}
+    assert needing == expected, summary(outcomes)
     observing = [o for o in outcomes if o.case.split(".", 1)[0] in ("admission", "attachments", "restart")]
     observing += [outcome for outcome in outcomes if outcome.case in HISTORY_CASES]
     assert observing and all(outcome.status == "passed" for outcome in observing), summary(observing)
