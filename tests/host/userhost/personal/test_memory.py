@@ -27,7 +27,8 @@ from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import PersonalPlugin, personal
 from wuu.host.userhost.personal.memory import MemoryService
 from wuu.host.userhost.personal.memory_ledger import Attribution
-from wuu.host.userhost.personal.sqlite.store import STORE_FILE, SqliteSessionDomain
+from wuu.host.userhost.personal.model_agent import tools
+from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
 
 from .conftest import Attach, Clock, Space, main_session, result, send
 
@@ -218,6 +219,17 @@ async def test_memories_survive_a_reopen(tmp_path: Path, clock: Clock) -> None:
 # --- through the main agent ----------------------------------------------------------------------------
 
 
+def test_the_main_agent_is_offered_the_memory_tools_with_the_spec_s_arguments() -> None:
+    offered = {tool.name: tool.parameters for tool in tools()}
+    correct = offered["memory_correct"]
+    assert correct["required"] == ["memory_id", "text"] and correct["additionalProperties"] is False
+    assert correct["properties"]["memory_id"]["pattern"] == "^mem_[0-9a-f]{32}$"
+    assert correct["properties"]["text"]["maxLength"] == 4096
+    assert offered["memory_save"]["required"] == ["text"]
+    assert offered["memory_query"]["properties"]["query"]["maxLength"] == 256
+    assert offered["memory_forget"]["required"] == ["memory_id"]
+
+
 async def say(host: UserHost, plugin: PersonalPlugin, client: UserHostClient, text: str) -> tuple[int, str]:
     """Send `text` in the main conversation and wait for the agent: (the user message's sequence, the agent's
     reply after it)."""
@@ -300,4 +312,5 @@ async def test_a_coding_host_of_the_same_space_sees_no_personal_memory(
     assert SAVED.fullmatch(reply), reply
     _, reply = await say(space.host, space.plugin, client, "/recall")
     assert reply.startswith("mem_") and "Personal: my sister is Ana." in reply and "Coding" not in reply
-    assert coding_host.layout.state / STORE_FILE != space.database
+    coding_memories = await coding_plugin.store.memory_ledger().query("", 20)
+    assert [record.text for record in coding_memories] == ["Coding: tabs, not spaces."]
