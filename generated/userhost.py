@@ -833,6 +833,76 @@ A string request id: 1 to 256 characters.
 """
 
 
+class MemoryAuthor(StrEnum):
+    """
+    Which agent wrote a version of a memory.
+    """
+
+    MAIN_AGENT = "main_agent"
+    """
+    The main assistant, in the main conversation.
+    """
+    TASK = "task"
+    """
+    A hidden task execution (`task_id`), in its own session.
+    """
+
+
+MemoryId = TypeAliasType(
+    "MemoryId",
+    Annotated[str, Field(pattern=compile("^mem_[0-9a-f]{32}\\Z"), title="MemoryId")],
+)
+"""
+A memory's ID: `mem_` and 32 lowercase hexadecimal digits, chosen by the host when the memory is saved. It names the memory for as long as the space exists, after it is forgotten too.
+"""
+
+
+class MemoryQueryArguments(WireModel):
+    """
+    The arguments of the `memory_query` tool: find active memories. A memory matches when its current text contains the query, compared case-insensitively (Unicode case folding); an empty query matches every active memory. The result lists at most 20 matches, the most recently saved or corrected first, each with its ID, current version, text and that version's attribution. Forgotten memories never match.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    query: Annotated[str, Field(max_length=256)]
+    """
+    The text to look for: 0 to 256 characters; empty lists the most recent memories.
+    """
+
+
+class MemoryStatus(StrEnum):
+    """
+    Whether a memory is still in use.
+    """
+
+    ACTIVE = "active"
+    """
+    The memory is in use: queries match its current text, and it can be corrected or forgotten.
+    """
+    FORGOTTEN = "forgotten"
+    """
+    The memory was forgotten, which is final. The host MUST overwrite the texts of all its versions in its store (not merely mark them), so that the store keeps no copy of them; only the ID, the version numbers, their attributions and times remain. A query MUST never return it, and no synthesis uses it again. A correction or a forget of it MUST be refused with a result that tells the agent the memory is forgotten.
+    """
+
+
+MemoryText = TypeAliasType(
+    "MemoryText",
+    Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-max-utf8-bytes": 4096},
+            max_length=4096,
+            min_length=1,
+            title="MemoryText",
+        ),
+    ],
+)
+"""
+The text of a memory: 1 to 4,096 UTF-8 bytes, kept exactly as given.
+"""
+
+
 class OriginalState(StrEnum):
     """
     What a file preview shows of the target's original content.
@@ -2249,6 +2319,113 @@ class JsonRpcSuccessResponse(WireModel):
     """
 
 
+class MemoryAttribution(WireModel):
+    """
+    Who wrote a version of a memory, and in answer to what.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    by: MemoryAuthor
+    """
+    The agent that wrote the version.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The canonical session ID the agent was working in: the main conversation for `main_agent`, the task's session for `task`.
+    """
+    task_id: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    Present only when `by` is `task`: the task that wrote the version.
+    """
+    message_seq: Annotated[int | None, Field(ge=1, le=9223372036854775807)]
+    """
+    The history sequence of the user message of the main conversation the agent was answering when it wrote the version; null when it was answering none.
+    """
+
+
+class MemoryCorrectArguments(WireModel):
+    """
+    The arguments of the `memory_correct` tool: replace an active memory's text by a new version, attributed to the calling agent, keeping the earlier versions. An unknown ID, or a forgotten memory, is refused with a result saying so, and nothing changes.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    memory_id: MemoryId
+    """
+    The memory to correct.
+    """
+    text: MemoryText
+    """
+    The corrected text.
+    """
+
+
+class MemoryForgetArguments(WireModel):
+    """
+    The arguments of the `memory_forget` tool: forget an active memory (see `MemoryStatus`). The result says what forgetting does and does not do: the memory's texts are redacted and it is never used again; the conversations, files and backups it came from or went to are not erased. An unknown ID, or a memory already forgotten, is refused with a result saying so.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    memory_id: MemoryId
+    """
+    The memory to forget.
+    """
+
+
+class MemorySaveArguments(WireModel):
+    """
+    The arguments of the `memory_save` tool: remember a new memory, version 1, attributed to the calling agent. Its result names the new memory's ID.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    text: MemoryText
+    """
+    What to remember.
+    """
+
+
+class MemoryVersion(WireModel):
+    """
+    One version of a memory: the first save, or a correction.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    version: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The version number: 1 for the save, one more for each correction.
+    """
+    text: Annotated[MemoryText | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The version's text. Absent once the memory is forgotten: every version's text is redacted then.
+    """
+    attribution: MemoryAttribution
+    """
+    Who wrote the version.
+    """
+    created_at: Annotated[
+        str,
+        Field(
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
+        ),
+    ]
+    """
+    When the version was saved (RFC 3339).
+    """
+
+
 class MessageReactionSnapshot(WireModel):
     """
     The reaction state of one message as a client reads it.
@@ -2779,6 +2956,47 @@ JsonRpcMessage = TypeAliasType(
 """
 Any message of the user-host RPC. The kinds are told apart by their keys: a request has `id` and `method`, a notification has `method` and no `id`, a success response has `result` and an error response has `error`.
 """
+
+
+class MemoryRecord(WireModel):
+    """
+    A memory with its history. A correction adds a version with its own attribution and makes it the current one; the earlier versions are kept unchanged, oldest first.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    memory_id: MemoryId
+    """
+    The memory's ID.
+    """
+    status: MemoryStatus
+    """
+    Whether the memory is active or forgotten.
+    """
+    version: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The current version number: that of the newest version.
+    """
+    text: Annotated[MemoryText | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The current text: the newest version's. Absent once the memory is forgotten.
+    """
+    versions: Annotated[list[MemoryVersion], Field(min_length=1)]
+    """
+    Every version, oldest first.
+    """
+    forgotten_at: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z",
+        ),
+    ] = None
+    """
+    Present only when the memory is forgotten: when it was forgotten (RFC 3339).
+    """
 
 
 class PluginClientRequestParams(WireModel):

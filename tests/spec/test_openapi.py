@@ -219,15 +219,21 @@ def test_the_event_stream_carries_every_notification() -> None:
     }
 
 
-def test_the_links_chain_send_receipts_and_react_and_the_history_reads() -> None:
+def test_the_links_chain_send_receipts_and_react_the_history_reads_and_the_approvals() -> None:
     by_id = {op["operationId"]: op for _, _, op in operations()}
     chain = [
         (
             "personal_agents_main_session",
-            ["personal_agents_send", "personal_agents_history_read", "personal_agents_history_search"],
+            [
+                "personal_agents_send",
+                "personal_agents_history_read",
+                "personal_agents_history_search",
+                "personal_approvals_list",
+            ],
         ),
         ("personal_agents_send", ["personal_agents_receipts"]),
         ("personal_agents_receipts", ["personal_agents_react"]),
+        ("personal_approvals_review_read", ["personal_approvals_review_set"]),
     ]
     for source, targets in chain:
         links = by_id[source]["responses"]["200"]["links"]

@@ -29,12 +29,17 @@ from wuu.generated.catalog import USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
 from wuu.generated.models import ReactionActor, ReactionState
 
 from ..services import Caller
+from .memory import MEMORY_TOOLS
+from .memory_ledger import Attribution
 from .provider import ContextMessage, ReactionChange, SessionDomain
 from .refusals import MainSessionMissing
 from .serial import SerialWork
 from .wire_errors import refusals_as_wire_errors
 
 log = logging.getLogger("wuu.host.userhost.personal")
+
+Remember = Callable[[str, Mapping[str, Any], Attribution], Awaitable[str]]
+"""Runs one memory tool call for an attributed agent (`MemoryService.call`); what the model is told."""
 
 CONTEXT_MESSAGES = 50
 """The most recent history messages a step is offered besides the waiting inputs."""
@@ -66,6 +71,7 @@ class AgentStep:
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
         act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
+        remember: Remember,
         start: StartTask | None = None,
     ) -> None:
         self.session_id = session_id
@@ -83,6 +89,7 @@ class AgentStep:
         self._reacted = reacted
         self._ask = ask
         self._act = act
+        self._remember = remember
         self._start = start
         self.replies: list[int] = []
 
@@ -118,7 +125,13 @@ class AgentStep:
         question; the action tools (`write_file`, `edit_file`, `exec_command`, `process_start`,
         `process_write`) become approval cards of the host (spec/schema/userhost/approvals.schema.json), bound
         to the input this step answers as the original user request. A call ID names one call: a retry of the
-        same call gets the card it already has."""
+        same call gets the card it already has. The memory tools (`memory_save`, `memory_query`,
+        `memory_correct`, `memory_forget`) go to the Personal Memory service, each write attributed to the main
+        agent answering the newest input of this step; `start_task` starts a background task under a grant
+        (spec/schema/userhost/tasks.schema.json)."""
+        if name in MEMORY_TOOLS:
+            answering = self.pending[-1].message_seq if self.pending else None
+            return await self._remember(name, arguments, Attribution.main_agent(self.session_id, answering))
         if name == ASK_OWNER:
             question = arguments.get("question")
             if not isinstance(question, str) or not question:
@@ -198,16 +211,19 @@ class MainAgentLoop:
         reacted: Callable[[str, int], None],
         ask: Callable[[str, str], Awaitable[str]],
         act: Callable[[str, str, Mapping[str, Any], str], Awaitable[str]],
+        remember: Remember,
         start: StartTask | None = None,
     ) -> None:
         """`reacted(session_id, message_seq)` is told of every reaction the agent saves (clients are sent
         the same content-free notice as for the owner's); `ask(text, request_id)` asks the owner;
-        `act(call_id, tool, arguments, request)` proposes an action and says what became of it; `start`
-        starts a background task (without it, none can start)."""
+        `act(call_id, tool, arguments, request)` proposes an action and says what became of it;
+        `remember(tool, arguments, attribution)` runs a memory tool; `start` starts a background task
+        (without it, none can start)."""
         self._agent = agent
         self._reacted = reacted
         self._ask = ask
         self._act = act
+        self._remember = remember
         self._start = start
         self._store = store
         self._clock = clock
@@ -255,6 +271,7 @@ class MainAgentLoop:
             self._reacted,
             self._ask,
             self._act,
+            self._remember,
             self._start,
         )
         try:

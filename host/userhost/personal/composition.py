@@ -26,6 +26,7 @@ from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
 from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
 from .authorization import AuthorizationProvider
+from .memory import MemoryService
 from .model import ModelAdapter, StandInModel
 from .model_agent import ModelAgent, task_tools
 from .page_tokens import PageTokens
@@ -137,11 +138,13 @@ def personal(
                 card_changed,
                 grants,
             )
+            memory = MemoryService(store.memory_ledger(), clock)
             runner = TaskRunner(
                 store.dispatch_ledger(),
                 grants,
                 store,
                 approvals,
+                memory,
                 ModelAgent(thinking, task_tools()),
                 thinking.name,
                 clock,
@@ -158,6 +161,7 @@ def personal(
                 lambda call_id, tool, arguments, request: approvals.act(
                     main, call_id, tool, arguments, request
                 ),
+                memory.call,
                 runner.start,
             )
             plugin = PersonalPlugin(

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from .memory import MEMORY_TOOLS
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -86,12 +88,12 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-_INTENT = re.compile(r"/(write|edit|run|start|input|ask|task)(?=\s|\Z)")
+_INTENT = re.compile(r"/(write|edit|run|start|input|ask|task|remember|recall|correct|forget)(?=\s|\Z)")
 _INPUT = re.compile(r"[ \t]*(\S*)[ \t\n]?(.*)", re.DOTALL)
 _REVIEW_LINE = re.compile(r"review:[ \t]*(allow|deny|unsure|fail|slow)[ \t]*")
 EDIT_SEPARATOR = "---"
 STAND_IN_RUN_TIMEOUT_MS = 60_000
-SPOKEN_TOOLS = frozenset({"start_task"})
+SPOKEN_TOOLS = frozenset({*MEMORY_TOOLS, "start_task"})
 """The tools whose result the stand-in says as its answer."""
 """The `timeout_ms` of the stand-in's `exec_command` calls."""
 
@@ -118,6 +120,10 @@ class StandInModel:
     - `/task TEXT` -> `start_task` {instructions: TEXT}: a background task whose first user message is TEXT
       (everything after `/task `, newlines included), so `/task /write PATH` + newline + content starts a task
       whose own stand-in writes the file.
+    - `/remember TEXT` -> `memory_save` {text: TEXT}; `/recall [QUERY]` -> `memory_query` {query: QUERY, empty
+      without one}; `/correct MEMORY_ID TEXT` -> `memory_correct` {memory_id: MEMORY_ID, text: TEXT};
+      `/forget MEMORY_ID` -> `memory_forget` {memory_id: MEMORY_ID}. TEXT is the rest of the message after the
+      one space or newline that follows the intent (or the ID), newlines included.
 
     PATH, argv and the process ID are passed as written: checking them is the host's work (an empty PATH or
     ARGV is a call the host refuses). An intent it cannot parse (an `/edit` without its `---` line, ARGV with
@@ -125,9 +131,9 @@ class StandInModel:
     an empty text), as the main agent always has.
 
     A request whose tool call has been answered (a `tool` message follows the newest user message) gets no
-    new call: the answer is the last tool message's text when the host refused the call (it starts with
-    `refused`) or when the call was one of SPOKEN_TOOLS (`start_task`), else nothing (the card the call made
-    speaks for itself in the conversation).
+    new call: the answer is the last tool message's text when the call was one of SPOKEN_TOOLS (a memory tool,
+    whose result the Memory service words for the owner, or `start_task`) or the host refused it (it starts
+    with `refused`), else nothing (the card an action's call made speaks for itself in the conversation).
 
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
@@ -145,13 +151,14 @@ class StandInModel:
         if not users:
             return ModelReply("")
         newest = messages[users[-1]].text
-        answered = [message for message in messages[users[-1] :] if message.role == "tool"]
-        if answered:
+        answered = messages[users[-1] :]
+        results = [message for message in answered if message.role == "tool"]
+        if results:
             # The request's call was answered: a stand-in that called again would loop an agent forever.
-            result = answered[-1]
-            calls = {call.id: call.name for message in messages for call in message.tool_calls}
-            spoken = result.text.startswith("refused") or calls.get(result.tool_call_id or "") in SPOKEN_TOOLS
-            return ModelReply(result.text if spoken else "")
+            called = {call.id: call.name for message in answered for call in message.tool_calls}
+            result = results[-1]
+            told = called.get(result.tool_call_id or "") in SPOKEN_TOOLS or result.text.startswith("refused")
+            return ModelReply(result.text if told else "")
         if not tools:
             request = _review_request(newest)
             if request is not None:
@@ -173,6 +180,17 @@ def _intent(text: str) -> ToolCall | None:
         return ToolCall(new_call_id(), "ask_owner", {"question": text[match.end() + 1 :]})
     if intent == "task":
         return ToolCall(new_call_id(), "start_task", {"instructions": text[match.end() + 1 :]})
+    if intent == "remember":
+        return ToolCall(new_call_id(), "memory_save", {"text": text[match.end() + 1 :]})
+    if intent == "recall":
+        return ToolCall(new_call_id(), "memory_query", {"query": text[match.end() + 1 :]})
+    if intent in ("correct", "forget"):
+        words = _INPUT.fullmatch(text[match.end() :])
+        assert words is not None  # the pattern matches any text
+        memory_id, rest = words.groups()
+        if intent == "forget":
+            return ToolCall(new_call_id(), "memory_forget", {"memory_id": memory_id})
+        return ToolCall(new_call_id(), "memory_correct", {"memory_id": memory_id, "text": rest})
     first, _, rest = text.partition("\n")
     if intent == "write":
         path = first[match.end() :].strip()

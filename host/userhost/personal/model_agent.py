@@ -1,9 +1,10 @@
 """The bundled main agent: a model behind the `ModelAdapter` interface, offered the Personal tools.
 
 A step puts the whole offered history before the model; each tool call it makes goes through the step
-(`AgentStep.tool`: the host turns actions into approval cards and asks questions), and its result goes back to
-the model, until the model answers with text alone, which is saved as the step's reply. The tools' parameters
-are the spec's action defs (spec/schema/userhost/approvals.schema.json).
+(`AgentStep.tool`: the host turns actions into approval cards, asks questions and runs the memory tools), and its
+result goes back to the model, until the model answers with text alone, which is saved as the step's reply. The
+tools' parameters are the spec's action defs (spec/schema/userhost/approvals.schema.json) and memory tool
+arguments (spec/schema/userhost/memory.schema.json).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from wuu.generated.validators import bundle
 
 from .agent import ASK_OWNER, START_TASK, ModelContext
+from .memory import MEMORY_TOOLS
 from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
 from .provider import ContextMessage
 
@@ -40,7 +42,9 @@ ACTION_TOOLS = {
 GUIDANCE = (
     "You are the owner's Personal assistant. File changes and commands are actions the owner approves: "
     "calling a tool proposes the action, and its result says whether it waits for approval, runs, or was "
-    "refused. Never claim that an action you proposed has happened before its result says so."
+    "refused. Never claim that an action you proposed has happened before its result says so. What you "
+    "remember of the owner is in the memory tools; forgetting a memory redacts it but erases no conversation, "
+    "file or backup."
 )
 MAX_ROUNDS = 8
 """The most model calls of one step: a model that keeps calling tools is stopped."""
@@ -50,7 +54,8 @@ STEP_DEADLINE_SECONDS = 120.0
 
 @functools.cache
 def task_tools() -> tuple[ToolSpec, ...]:
-    """The tools a background task's model is offered: the actions, each of them a card of its task."""
+    """The tools a background task's model is offered: the actions, each of them a card of its task, and the
+    memory tools of the Personal Memory service it shares with the main agent."""
     defs = bundle()["$defs"]
     specs = []
     for name, (definition, description) in ACTION_TOOLS.items():
@@ -58,12 +63,14 @@ def task_tools() -> tuple[ToolSpec, ...]:
         parameters["properties"].pop("tool")
         parameters["required"] = [field for field in parameters.get("required", []) if field != "tool"]
         specs.append(ToolSpec(name, description, parameters))
+    for name, (definition, description) in MEMORY_TOOLS.items():
+        specs.append(ToolSpec(name, description, _inline(defs[definition], defs)))
     return tuple(specs)
 
 
 @functools.cache
 def main_tools() -> tuple[ToolSpec, ...]:
-    """The tools the main agent's model is offered: the actions, a question to the owner, a background task."""
+    """The tools the main agent's model is offered: a task's, a question to the owner, a background task."""
     defs = bundle()["$defs"]
     specs = list(task_tools())
     question = {

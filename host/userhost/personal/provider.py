@@ -34,6 +34,7 @@ from ..services import Caller
 from .approval_ledger import ApprovalLedger
 from .authorization import AuthorizationProvider
 from .dispatch_ledger import DispatchLedger
+from .memory_ledger import MemoryLedger
 
 
 @dataclass(frozen=True)
@@ -337,6 +338,9 @@ class SessionDomain(Protocol):
 
     def native_authorization(self) -> AuthorizationProvider:
         """The bundled native `execution.authorization@1` provider, on this store."""
+
+    def memory_ledger(self) -> MemoryLedger:
+        """The space's memories (the Personal Memory service)."""
 
     async def close(self) -> None:
         """Finish pending writes and release the store."""

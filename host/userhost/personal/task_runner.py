@@ -38,6 +38,8 @@ from .authorization import (
     Lease,
 )
 from .dispatch_ledger import Dispatch, DispatchLedger, NewDispatch, RunStatus
+from .memory import MEMORY_TOOLS, MemoryService
+from .memory_ledger import Attribution
 from .model_agent import ACTION_TOOLS, ModelAgent
 from .provider import ContextMessage, SessionDomain, TaskStateError
 from .serial import SerialWork
@@ -63,6 +65,7 @@ class TaskRunner:
         grants: TaskGrants,
         store: SessionDomain,
         approvals: ApprovalService,
+        memory: MemoryService,
         agent: ModelAgent,
         model: str,
         clock: Callable[[], datetime],
@@ -76,6 +79,7 @@ class TaskRunner:
         self._grants = grants
         self._store = store
         self._approvals = approvals
+        self._memory = memory
         self._agent = agent
         self._model = model
         self._clock = clock
@@ -216,7 +220,7 @@ class TaskRunner:
 
     async def _run_agent(self, dispatch: Dispatch) -> str:
         """One step of the task's agent in its hidden session; its last words."""
-        step = TaskStep(self._store, self._approvals, dispatch, self._clock)
+        step = TaskStep(self._store, self._approvals, self._memory, dispatch, self._clock)
         step.history = tuple(await self._store.context(dispatch.task.session_id, TASK_CONTEXT_MESSAGES))
         await self._agent.step(step)
         return step.said
@@ -292,12 +296,14 @@ class TaskGrants:
 
 class TaskStep:
     """One step of a background task's agent: its context is the task's hidden session, its replies are saved
-    there, and its actions become cards of the task."""
+    there, its actions become cards of the task, and its memory tools reach the Memory service attributed to
+    the task."""
 
     def __init__(
         self,
         store: SessionDomain,
         approvals: ApprovalService,
+        memory: MemoryService,
         dispatch: Dispatch,
         clock: Callable[[], datetime],
     ) -> None:
@@ -306,6 +312,7 @@ class TaskStep:
         """The agent's replies of the step, joined."""
         self._store = store
         self._approvals = approvals
+        self._memory = memory
         self._dispatch = dispatch
         self._clock = clock
 
@@ -317,9 +324,13 @@ class TaskStep:
         return await self._store.append_assistant(self._dispatch.task.session_id, text, self._clock())
 
     async def tool(self, call_id: str, name: str, arguments: Mapping[str, Any]) -> str:
+        task = self._dispatch.task
+        if name in MEMORY_TOOLS:
+            return await self._memory.call(
+                name, arguments, Attribution.task(task.task_id, task.session_id, None)
+            )
         if name not in ACTION_TOOLS:
             return f"refused (invalid_action): a background task cannot call {name}"
-        task = self._dispatch.task
         # Card call IDs are unique per session; a task's cards live in the main conversation.
         return await self._approvals.act(
             self._store.main_session_id, f"{task.task_id}:{call_id}", name, arguments,

@@ -41,6 +41,9 @@ def connect(path: Path, prepare: Prepare | None = None) -> sqlite3.Connection:
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute("PRAGMA foreign_keys = ON")
     connection.execute("PRAGMA busy_timeout = 10000")
+    # What a write deletes or overwrites is zeroed, not left in the file's free space: a forgotten memory's
+    # texts must leave the store (spec/schema/userhost/memory.schema.json, MemoryStatus).
+    connection.execute("PRAGMA secure_delete = ON")
     return connection
 
 
@@ -166,6 +169,21 @@ class Database:
                 connection.execute("ROLLBACK")
             return [(None, error) for _ in group]
         return outcomes
+
+    async def checkpoint(self) -> bool:
+        """Copy the write-ahead log into the file and empty the log (`wal_checkpoint(TRUNCATE)`), so that
+        page images of earlier writes are gone from it; whether it completed (False when a reader or writer
+        kept it busy past the busy timeout: the log is then rewritten as writes reuse it)."""
+
+        def run() -> bool:
+            connection = connect(self.path, self._prepare)
+            try:
+                busy: int = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                connection.close()
+            return busy == 0
+
+        return await asyncio.to_thread(run)
 
     # --- reads -----------------------------------------------------------------------------------
 

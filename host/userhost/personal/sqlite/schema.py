@@ -229,7 +229,31 @@ MIGRATIONS: tuple[str, ...] = (
         created_at TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
-    # 6: background tasks that execute: the transport that admitted each input, the tasks' dispatch and
+    # 6: the Personal Memory service: memories and their versions. A forgotten memory's texts are NULL (the
+    # store's secure_delete zeroes what they occupied); `touched` orders memories by their latest change.
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY,
+        memory_id TEXT NOT NULL UNIQUE,
+        status TEXT NOT NULL CHECK (status IN ('active', 'forgotten')),
+        version INTEGER NOT NULL,
+        touched INTEGER NOT NULL,
+        forgotten_at TEXT
+    );
+    CREATE INDEX memories_by_touch ON memories (status, touched);
+    CREATE TABLE memory_versions (
+        memory_id TEXT NOT NULL REFERENCES memories (memory_id),
+        version INTEGER NOT NULL,
+        text TEXT,
+        author TEXT NOT NULL CHECK (author IN ('main_agent', 'task')),
+        session_id TEXT NOT NULL,
+        task_id TEXT,
+        message_seq INTEGER,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (memory_id, version)
+    ) WITHOUT ROWID;
+    """,
+    # 7: background tasks that execute: the transport that admitted each input, the tasks' dispatch and
     # execution records, the native authorization provider's grants and leases, and the `unauthorized` card
     # status with the lease an execution claim names (a CHECK constraint changes only with its table).
     """
@@ -275,7 +299,7 @@ MIGRATIONS: tuple[str, ...] = (
         released_at TEXT,
         outcome TEXT
     ) WITHOUT ROWID;
-    CREATE TABLE approval_cards_6 (
+    CREATE TABLE approval_cards_7 (
         id INTEGER PRIMARY KEY,
         card_id TEXT NOT NULL UNIQUE,
         session_id TEXT NOT NULL REFERENCES sessions (session_id),
@@ -302,9 +326,9 @@ MIGRATIONS: tuple[str, ...] = (
         lease TEXT,
         UNIQUE (session_id, call_id)
     );
-    INSERT INTO approval_cards_6 SELECT *, NULL FROM approval_cards;
+    INSERT INTO approval_cards_7 SELECT *, NULL FROM approval_cards;
     DROP TABLE approval_cards;
-    ALTER TABLE approval_cards_6 RENAME TO approval_cards;
+    ALTER TABLE approval_cards_7 RENAME TO approval_cards;
     CREATE INDEX approval_cards_by_status ON approval_cards (status, id);
     CREATE INDEX approval_cards_by_task ON approval_cards (task_id) WHERE task_id IS NOT NULL;
     """,

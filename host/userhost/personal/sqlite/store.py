@@ -19,6 +19,7 @@ from ...services import Caller
 from ..approval_ledger import ApprovalLedger
 from ..authorization import AuthorizationProvider
 from ..dispatch_ledger import DispatchLedger
+from ..memory_ledger import MemoryLedger
 from ..provider import (
     Admission,
     ContextMessage,
@@ -33,6 +34,7 @@ from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .dispatch_ledger import SqliteDispatchLedger
 from .ledger import SqliteTaskLedger
+from .memory_ledger import SqliteMemoryLedger
 from .messages import append_assistant
 from .native_authorization import NativeAuthorization
 
@@ -74,6 +76,9 @@ class SqliteSessionDomain:
 
     def native_authorization(self) -> AuthorizationProvider:
         return NativeAuthorization(self.database)
+
+    def memory_ledger(self) -> MemoryLedger:
+        return SqliteMemoryLedger(self.database)
 
     # --- sessions --------------------------------------------------------------------------------
 

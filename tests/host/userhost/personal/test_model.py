@@ -45,6 +45,11 @@ ACTION_TOOLS = tuple(
     ToolSpec(name, f"The {name} action.", {"type": "object"})
     for name in ("write_file", "edit_file", "exec_command", "process_start", "process_write")
 )
+MEMORY_TOOLS = tuple(
+    ToolSpec(name, f"The {name} tool.", {"type": "object"})
+    for name in ("memory_save", "memory_query", "memory_correct", "memory_forget")
+)
+MEMORY_ID = "mem_0123456789abcdef0123456789abcdef"
 KEY_ENV = "WUU_TEST_CHAT_KEY"
 KEY = "sk-test-not-a-real-key-0123456789"
 
@@ -125,6 +130,40 @@ async def stand_in(
 )
 async def test_the_stand_ins_intents_are_exact_tool_calls(text: str, call: tuple[str, Any]) -> None:
     assert await stand_in(text) == ("", [call])
+
+
+@pytest.mark.parametrize(
+    ("text", "call"),
+    [
+        ("/remember My sister is Ana.", ("memory_save", {"text": "My sister is Ana."})),
+        ("/remember Two lines:\nkept whole", ("memory_save", {"text": "Two lines:\nkept whole"})),
+        ("/recall sister", ("memory_query", {"query": "sister"})),
+        ("/recall", ("memory_query", {"query": ""})),
+        (
+            f"/correct {MEMORY_ID} My sister is Anna.",
+            ("memory_correct", {"memory_id": MEMORY_ID, "text": "My sister is Anna."}),
+        ),
+        (f"/forget {MEMORY_ID}", ("memory_forget", {"memory_id": MEMORY_ID})),
+        # What the Memory service must refuse is passed as written, for it to refuse.
+        ("/forget", ("memory_forget", {"memory_id": ""})),
+        ("/remember", ("memory_save", {"text": ""})),
+    ],
+)
+async def test_the_stand_ins_memory_intents_are_exact_tool_calls(text: str, call: tuple[str, Any]) -> None:
+    assert await stand_in(text, MEMORY_TOOLS) == ("", [call])
+    assert await stand_in(text) == (f"Received: {text}", [])  # only when the memory tools are offered
+
+
+async def test_after_a_memory_tool_the_stand_in_says_its_result() -> None:
+    call = ToolCall("call_1", "memory_query", {"query": "sister"})
+    told = f"{MEMORY_ID} v2: My sister is Anna. (corrected by main agent, message 7)"
+    messages = [
+        ChatMessage("user", "/recall sister"),
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", told, tool_call_id="call_1"),
+    ]
+    reply = await StandInModel().complete(messages, tools=MEMORY_TOOLS, deadline=soon())
+    assert (reply.text, reply.tool_calls) == (told, ())
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ from wuu.generated.models import ApprovalCard, ApprovalStatus
 from wuu.host.userhost.personal.approvals.execution import ActionExecutor, WorkerActions
 from wuu.host.userhost.personal.approvals.files import FilesRoot
 from wuu.host.userhost.personal.approvals.service import ApprovalService
+from wuu.host.userhost.personal.memory import MemoryService
+from wuu.host.userhost.personal.memory_ledger import Attribution
 from wuu.host.userhost.personal.model import StandInModel
 from wuu.host.userhost.personal.model_agent import ModelAgent, task_tools
 from wuu.host.userhost.personal.provider import TaskStateError
@@ -119,6 +121,7 @@ async def open_space(
         grants,
         store,
         approvals,
+        MemoryService(store.memory_ledger(), clock),
         ModelAgent(StandInModel(), task_tools()),
         "stand-in",
         clock,
@@ -360,3 +363,18 @@ async def test_a_check_whose_outcome_is_unknown_fails_closed(tmp_path: Path) -> 
         assert outcome.startswith(f"Not done: {card.summary}: not authorized: the grant could not be checked")
     finally:
         await close_space(opened)
+
+
+async def test_a_task_shares_the_memory_service_with_attribution(space: Space) -> None:
+    task_id = task_of(await space.start("/remember the owner takes tea without sugar"))
+    told = await reply(space, task_id)
+    assert told.startswith("remembered mem_") and told.endswith(
+        "(version 1): the owner takes tea without sugar"
+    )
+    dispatch = await space.store.dispatch_ledger().dispatch_of(task_id)
+    assert dispatch is not None
+    memory = MemoryService(space.store.memory_ledger(), space.clock)
+    listed = await memory.call(
+        "memory_query", {"query": "tea"}, Attribution.main_agent(space.store.main_session_id, None)
+    )
+    assert f"by task {task_id}" in listed, listed
