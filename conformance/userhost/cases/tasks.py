@@ -180,6 +180,8 @@ async def local_task_gets_a_bounded_grant(host: HostSession) -> None:
         f"a grant issued at {grant['issued_at']} must expire after it and within 24 hours; this one expires "
         f"at {grant['expires_at']}",
     )
+    # The host runs on the suite's machine and clock; a minute allows for a clock step, not for a grant
+    # issued before the case asked for its task.
     host.expect(
         expires > datetime.now(UTC) and issued >= before - timedelta(minutes=1),
         f"an active grant issued for a task started at {before.isoformat()} reads issued at "
