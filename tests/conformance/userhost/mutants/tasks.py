@@ -1,14 +1,17 @@
 """Mutants of background tasks under grants: the grant's bounds and expiry, the task's cards, revocation and
-the effect check after it, and completion on the evidence of the task's cards."""
+the effect check after it, completion on the evidence of the task's cards, and a retried input that starts its
+task again."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from wuu.generated.models import (
+    AgentsSendResult,
     TaskAuthority,
     TaskGrant,
     TasksGrantsListResult,
@@ -35,7 +38,7 @@ from wuu.host.userhost.plugins import PluginCall, PluginHandler
 
 from . import mutant
 from .approvals import LedgerProxy, with_ledger
-from .harness import ProviderProxy, rewrite_result, with_provider, wrap_method
+from .harness import CallWith, ProviderProxy, rewrite_result, with_provider, wrap_method
 
 GRANTS = "tasks.grants.list"
 REVOKE = "tasks.grants.revoke"
@@ -274,3 +277,36 @@ def unknown_grant_invalid_params() -> Composer:
         return broken
 
     return wrap_method(REVOKE, make)
+
+
+# --- a retried input ----------------------------------------------------------------------------------
+
+
+@mutant(
+    "replayed-input-starts-another-task",
+    "answers a retried input replayed but admits it again, so the agent starts its task a second time",
+    "tasks.start-once",
+    "admission.replay",
+)
+def replayed_input_starts_another_task() -> Composer:
+    """The `agents.send` handler answers a retry with the first receipt (replayed true), then admits the
+    same text once more under request and client input IDs of its own."""
+    fresh = itertools.count(1)
+
+    def make(handler: PluginHandler) -> PluginHandler:
+        async def send(params: Any, call: PluginCall) -> WireModel:
+            result = await handler(params, call)
+            if isinstance(result, AgentsSendResult) and result.replayed and call.user_input is not None:
+                number = next(fresh)
+                again = call.user_input.model_copy(
+                    update={
+                        "client_input_id": f"{call.user_input.client_input_id}.m{number}",
+                        "request_id": f"{call.user_input.request_id}.m{number}",
+                    }
+                )
+                await handler(params, CallWith(call, again))
+            return result
+
+        return send
+
+    return wrap_method("agents.send", make)
