@@ -40,7 +40,9 @@ DELETE = "approvals.rules.delete"
 REVIEW_READ = "approvals.review.read"
 REVIEW_SET = "approvals.review.set"
 INVALIDATE = "plugin/client/invalidate"
-FINAL = frozenset({"succeeded", "failed", "unknown", "denied", "expired", "cancelled", "stale"})
+FINAL = frozenset(
+    {"succeeded", "failed", "unknown", "denied", "expired", "cancelled", "stale", "unauthorized"}
+)
 """The final statuses of a card (`ApprovalStatus`)."""
 STATUSES_OF_A_RUN = ("waiting", "approved", "running", "succeeded")
 """The statuses a card allowed once goes through, each one a change a notice tells."""

@@ -43,7 +43,7 @@ HARNESS = "harness"
 WITHOUT_HISTORY_READ = "without-history-read"
 """The control that serves no agents.history.read (an optional method)."""
 HISTORY_AREAS = ("admission", "approvals", "attachments", "history", "questions", "reactions", "restart")
-HISTORY_AREAS += ("search", "memory")
+HISTORY_AREAS += ("search", "memory", "tasks")
 """The areas whose cases call agents.history.read, to need it or to observe with it (and the cases below)."""
 HISTORY_CASES = ["limits.text-bytes", "limits.reactions-messages"]
 HISTORY_CASES += ["plugin.user-input-rejected", "plugin.invalid-params-field"]
@@ -224,7 +224,7 @@ def test_a_host_without_history_read_fails_no_case(selections: Selections) -> No
     skipped = [outcome for outcome in outcomes if outcome.status == "skipped"]
     assert skipped and all("agents.history.read" in outcome.message for outcome in skipped), summary(skipped)
     needing = {outcome.case.split(".", 1)[0] for outcome in skipped}
-    expected = {"approvals", "history", "memory", "questions", "reactions", "search"}
+    expected = {"approvals", "history", "memory", "questions", "reactions", "search", "tasks"}
     assert needing == expected, summary(outcomes)
     observing = [o for o in outcomes if o.case.split(".", 1)[0] in ("admission", "attachments", "restart")]
     observing += [outcome for outcome in outcomes if outcome.case in HISTORY_CASES]
