@@ -45,8 +45,10 @@ from typing import Any
 from wuu.host.userhost.client import ConnectionLost, UserHostClient
 
 from .approval_kills import (
+    FINAL,
     KILL_JITTER_S,
     MARKS,
+    POLL_S,
     RUN_SLEEP_S,
     STEP_S,
     Problem,
@@ -58,7 +60,6 @@ from .approval_kills import (
     decision,
     marks,
     row,
-    settled,
     until,
 )
 from .campaign import Campaign
@@ -72,6 +73,7 @@ DONE_TASKS = 4
 COMPLETION_JITTER_S = 0.03
 """completion: the kill lands up to this long after the reply it waits for: while the next ones complete."""
 STARTED = re.compile(r"started task (task_[0-9a-f]+) under grant (\S+) \(until ")
+TASK_FINAL = FINAL | {"unauthorized"}
 HEADLINES = {"succeeded": "Done", "unknown": "Outcome unknown"}
 """The first word of a task reply's line for its card's status (`Not done` for the others)."""
 
@@ -151,6 +153,17 @@ async def allow(space: Space, client: UserHostClient, card: dict[str, Any]) -> N
     status = (await call(client, "approvals.decide", params))["card"]["status"]
     if status in ("waiting", "denied"):
         raise Problem(f"allowing card {card['card_id']} left it {status}")
+
+
+async def settled(space: Space, client: UserHostClient, card_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """The named cards once each is final (`unauthorized` is, for a task's card)."""
+
+    async def final() -> dict[str, dict[str, Any]] | None:
+        now = await cards(space, client, card_ids)
+        return now if all(card["status"] in TASK_FINAL for card in now.values()) else None
+
+    found: dict[str, dict[str, Any]] = await until(final, f"cards {card_ids} did not settle")
+    return found
 
 
 def known(space: Space, table: str, column: str) -> set[str]:
@@ -308,10 +321,14 @@ async def grant_point(
         seen[task_id] = grant_id
         await task_card(space, client, task_id)
     revoking = rng.sample(sorted(seen.values()), rng.randint(1, TASKS_BEFORE))
-    requests = {
-        f"g{point}d{n}-{time.monotonic_ns()}": f"/task /write notes/g{point}-d{n}.txt\nd{n}\n"
-        for n in range(TASKS_DURING)
-    }
+    keys = [f"g{point}d{n}-{time.monotonic_ns()}" for n in range(TASKS_DURING)]
+    requests = {key: f"/task /write notes/g{point}-d{n}.txt\nd{n}\n" for n, key in enumerate(keys)}
+    revoking_later = [key for key in keys if rng.random() < 0.5]
+    """The requests whose task's grant is revoked as soon as its start is told."""
+    told: dict[str, str] = {}
+    """The grant each request's task was started under, as told."""
+    asked: list[str] = []
+    """The grants whose revocation was sent."""
 
     async def sends(owner: UserHostClient, load: Load) -> None:
         for client_input_id, text in requests.items():
@@ -321,28 +338,36 @@ async def grant_point(
             started = STARTED.match(await answer(space, owner, receipt, "started task|refused"))
             if started is None:
                 raise Problem(f"the task of {client_input_id} did not start")
-            seen[started.group(1)] = started.group(2)
+            seen[started.group(1)] = told[client_input_id] = started.group(2)
 
     async def revokes(owner: UserHostClient, load: Load) -> None:
         for grant_id in revoking:
-            load.sent[grant_id] = grant_id
-            grant = (await call(owner, "tasks.grants.revoke", {"grant_id": grant_id}))["grant"]
-            if grant["status"] != "revoked":
-                raise Problem(f"revoking {grant_id} answered it {grant['status']}")
-            load.ack(grant_id, grant)
+            await revoke(owner, load, grant_id)
+        for key in revoking_later:
+            while key not in told:  # each poll is a call: it fails when the host is killed
+                await call(owner, "tasks.grants.list", {})
+                await asyncio.sleep(POLL_S)
+            await revoke(owner, load, told[key])
 
-    load = await kill_after(space, [sends, revokes], len(requests) + len(revoking), rng)
+    async def revoke(owner: UserHostClient, load: Load, grant_id: str) -> None:
+        asked.append(grant_id)
+        load.sent[grant_id] = grant_id
+        grant = (await call(owner, "tasks.grants.revoke", {"grant_id": grant_id}))["grant"]
+        if grant["status"] != "revoked":
+            raise Problem(f"revoking {grant_id} answered it {grant['status']}")
+        load.ack(grant_id, grant)
+
+    total = len(requests) + len(revoking) + len(revoking_later)
+    load = await kill_after(space, [sends, revokes], total, rng)
     client = await space.start()
     listed = {grant["grant_id"]: grant for grant in (await call(client, "tasks.grants.list", {}))["grants"]}
-    for grant_id in revoking:
+    for grant_id in asked:
         acknowledged = load.acknowledged.get(grant_id)
         if acknowledged is not None and listed.get(grant_id) != acknowledged:
             raise Problem(
                 f"the acknowledged revocation of {grant_id} is lost: the grant is {listed.get(grant_id)}"
             )
-    landed = sum(
-        listed[g]["status"] == "revoked" for g in revoking if g in load.sent and g not in load.acknowledged
-    )
+    landed = sum(listed.get(g, {}).get("status") == "revoked" for g in asked if g not in load.acknowledged)
     # Every request the host admitted is answered (or was cut while the agent read it): once each is read, an
     # input sent after them is answered after them.
     admitted = [key for key in requests if key in load.sent]
@@ -382,12 +407,12 @@ async def grant_point(
         - grants_before
         - {g for (g,) in space.rows("SELECT grant_id FROM task_dispatches")}
     )
-    for grant_id in load.sent.keys() & set(revoking):
+    for grant_id in asked:
         again = (await call(client, "tasks.grants.revoke", {"grant_id": grant_id}))["grant"]
         acknowledged = load.acknowledged.get(grant_id)
         if again["status"] != "revoked" or (acknowledged is not None and again != acknowledged):
             raise Problem(f"a retried revocation of {grant_id} answered {again}, acknowledged {acknowledged}")
-    revoked = {task for task, grant in seen.items() if grant in load.sent}
+    revoked = {task for task, grant in seen.items() if grant in asked}
     task_cards = {}
     for task_id in sorted(tasks):
         card = await task_card(space, client, task_id)
