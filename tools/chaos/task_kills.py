@@ -205,9 +205,13 @@ async def check_ends(
             *task_ids,
         )
         found = deliveries(space, task_ids)
-        if states[0][0] != len(task_ids) or any(state[2] == "pending" for state in found.values()):
-            return None
-        return found
+        # A reply submitted before the kill stays submitted; one submitted since is being delivered now.
+        moving = [
+            key
+            for key, state in found.items()
+            if state[2] == "pending" or (state[2] == "submitted" and at_kill.get(key, ())[2:4] != state[2:4])
+        ]
+        return None if states[0][0] != len(task_ids) or moving else found
 
     found: dict[str, tuple[Any, ...]] = await until(over, f"the tasks {task_ids} did not end and reply")
     history = await since(space, client, start_seq)
@@ -467,6 +471,7 @@ async def dispatch_point(
     await asyncio.sleep(rng.uniform(0, RUN_SLEEP_S / 2))
     await space.kill()
     killed = datetime.now(UTC)
+    replies_at_kill = deliveries(space, sorted(task_of.values()))
     ids = {tag: card["card_id"] for tag, card in by_tag.items()}
     at_kill = dict(
         space.rows(
@@ -502,7 +507,9 @@ async def dispatch_point(
         elif was != "succeeded" or ran != 1:
             raise Problem(f"/run {tag} was {was} at the kill and ran {ran} times")
     check_marks(space)
-    ended = await check_ends(space, client, start_seq, {task_of[tag]: final[ids[tag]] for tag in tags}, {})
+    ended = await check_ends(
+        space, client, start_seq, {task_of[tag]: final[ids[tag]] for tag in tags}, replies_at_kill
+    )
     check_store(space)
     return (
         client,
