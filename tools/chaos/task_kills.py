@@ -74,8 +74,12 @@ COMPLETION_JITTER_S = 0.03
 """completion: the kill lands up to this long after the reply it waits for: while the next ones complete."""
 STARTED = re.compile(r"started task (task_[0-9a-f]+) under grant (\S+) \(until ")
 TASK_FINAL = FINAL | {"unauthorized"}
-HEADLINES = {"succeeded": "Done", "unknown": "Outcome unknown"}
-"""The first word of a task reply's line for its card's status (`Not done` for the others)."""
+ENDS = {
+    "succeeded": (("completed", "succeeded"), "result", "Done"),
+    "unknown": (("failed", "unknown"), "failure", "Outcome unknown"),
+}
+"""How a task whose one card ended so ends: its status and run's, its reply's kind and the headline of its line
+(a task whose card ended otherwise fails, run `failed`, its line `Not done`)."""
 
 
 # --- talking to the main agent -------------------------------------------------------------------
@@ -104,6 +108,7 @@ async def since(space: Space, client: UserHostClient, seq: int) -> list[dict[str
 
 
 def newest_seq(space: Space) -> int:
+    """The history sequence of the main conversation's newest message, hidden ones included."""
     (seq,) = space.rows("SELECT coalesce(max(seq), 0) FROM messages WHERE session_id = ?", space.main)[0]
     return int(seq)
 
@@ -149,6 +154,7 @@ async def task_card(space: Space, client: UserHostClient, task_id: str) -> dict[
 
 
 async def allow(space: Space, client: UserHostClient, card: dict[str, Any]) -> None:
+    """The owner allows the waiting card once."""
     params = decision(space, card, "allow_once", f"allow-{card['card_id']}")
     status = (await call(client, "approvals.decide", params))["card"]["status"]
     if status in ("waiting", "denied"):
@@ -167,6 +173,7 @@ async def settled(space: Space, client: UserHostClient, card_ids: list[str]) -> 
 
 
 def known(space: Space, table: str, column: str) -> set[str]:
+    """The IDs in a table of the store now."""
     return {row[0] for row in space.rows(f"SELECT {column} FROM {table}")}
 
 
@@ -175,12 +182,12 @@ def known(space: Space, table: str, column: str) -> set[str]:
 
 def deliveries(space: Space, task_ids: list[str]) -> dict[str, tuple[Any, ...]]:
     """The tasks' delivery receipts by ID: (task_id, kind, status, turn_id, history_seq, text)."""
-    marks_ = ",".join("?" * len(task_ids))
+    placeholders = ",".join("?" * len(task_ids))
     return {
         found[0]: found[1:]
         for found in space.rows(
             "SELECT delivery_id, task_id, kind, status, turn_id, history_seq, text FROM task_deliveries "
-            f"WHERE task_id IN ({marks_})",
+            f"WHERE task_id IN ({placeholders})",
             *task_ids,
         )
     }
@@ -219,19 +226,15 @@ async def check_ends(
         status, summary = card["status"], card["summary"]
         ((task_status,),) = space.rows("SELECT status FROM tasks WHERE task_id = ?", task_id)
         ((run,),) = space.rows("SELECT run_status FROM task_dispatches WHERE task_id = ?", task_id)
-        wanted = (
-            ("completed", "succeeded")
-            if status == "succeeded"
-            else ("failed", "unknown" if status == "unknown" else "failed")
-        )
+        wanted, kind_wanted, headline = ENDS.get(status, (("failed", "failed"), "failure", "Not done"))
         if (task_status, run) != wanted:
             raise Problem(f"task {task_id}, its card {status}, is {task_status} with run {run}, not {wanted}")
         mine = {key: value for key, value in found.items() if value[0] == task_id}
         if len(mine) != 1:
             raise Problem(f"task {task_id} has {len(mine)} reply deliveries: {sorted(mine)}")
         [(delivery_id, (_, kind, state, turn_id, seq, text))] = mine.items()
-        reply = f"{HEADLINES.get(status, 'Not done')}: {summary} ({status})"
-        if (kind, text) != ("result" if status == "succeeded" else "failure", reply):
+        reply = f"{headline}: {summary} ({status})"
+        if (kind, text) != (kind_wanted, reply):
             raise Problem(f"task {task_id}'s delivery is a {kind} of {text!r}, not {reply!r}")
         shown = [message["message_seq"] for message in history if message["text"] == text]
         before = at_kill.get(delivery_id)
