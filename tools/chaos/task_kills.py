@@ -11,18 +11,19 @@ host is killed with SIGKILL at a seeded moment, every process it ran must end wi
 the same home must keep what spec/schema/userhost/tasks.schema.json and
 spec/schema/receipts/task_delivery.schema.json promise:
 
-- grant: one owner sends `/task /write …` requests while another revokes grants of tasks started before, and
-  the kill lands after a seeded number of acknowledged sends or revocations. Every task has exactly one grant,
-  the one its `started task` reply named; an acknowledged revocation is still there as acknowledged; a retried
-  revocation answers the grant revoked; and once allowed, a card of a revoked grant's task ends
-  `unauthorized` with nothing written, while the others write their files.
+- grant: one owner sends `/task /write …` requests while another revokes grants of tasks started before (and
+  of some of the new ones, once their start is told), and the kill lands after a seeded number of
+  acknowledged sends or revocations. Every task has exactly one grant, the one its `started task` reply
+  named (a task whose start was cut before that reply counts too); an acknowledged revocation is still there
+  as acknowledged; a retried revocation answers the grant revoked; and once allowed, a card of a revoked
+  grant's task ends `unauthorized` with nothing written, while the others write their files.
 - dispatch: the owner allows the cards of tasks whose `/run` appends its tag to a file and sleeps, and the kill
   lands while a seeded one of them runs. Its card was claimed before it ran; after the restart it is `unknown`,
   its command never runs again (the tags are counted) and its task fails (`Outcome unknown: …`, run
   `unknown`); a card approved but not claimed at the kill runs once after the restart, under a lease its
   grant's provider issued after the restart (a fresh check).
 - completion: the owner allows the cards of `/write` tasks and the kill lands after a seeded number of the
-  tasks' replies appeared. Every task whose card succeeded ends completed, every other one failed, each with
+  tasks' replies were delivered. Every task whose card succeeded ends completed, every other one failed, each with
   exactly one delivery; a reply delivered before the kill stays where it was, one submitted and not delivered
   stays submitted with nothing in the conversation (its outcome is unknown: never sent twice), and every other
   one is delivered once.
