@@ -28,6 +28,7 @@ MODULES = (
     "eof",
     "kills",
     "approval_kills",
+    "task_kills",
     "paths",
     "userhost_http",
     "token_races",

@@ -6,7 +6,8 @@ with SIGKILL and restarted on the same home; then every acknowledged receipt and
 acknowledged, retries must replay them, and what was in flight at the kill must be absent or there exactly
 once. The campaign repeats this at least 20 times (`WUU_CHAOS_SCALE` multiplies the count; `WUU_CHAOS_SEED`
 replays a campaign), and every failure names its seed. The approvals have kill campaigns of their own (during
-a decision, an execution and a rule save): tools/chaos/approval_kills.py, which `make test` runs small.
+a decision, an execution and a rule save): tools/chaos/approval_kills.py, and so have background tasks (during
+grant revocations, their effects and their completion): tools/chaos/task_kills.py; `make test` runs both small.
 """
 
 from __future__ import annotations
