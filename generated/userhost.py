@@ -1230,6 +1230,31 @@ class PushUnregisterResult(WireModel):
     """
 
 
+class ReadAttachmentArguments(WireModel):
+    """
+    The agents' `read_attachment` tool: one chunk of a persisted attachment, read as `host.session.attachment.read` reads it (the same offsets, limits and result, `HostSessionAttachmentReadResult`, as the tool's JSON text) through an adapter scoped to the agent. The main agent's adapter reads the attachments of the main conversation; a background task's reads only those of the user input whose answer started it. An attachment outside the scope is refused as unknown (`not_found`), with no hint that it exists.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    attachment_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The attachment, as named by its metadata (`AttachmentMetadata.attachment_id`).
+    """
+    offset: Annotated[int, Field(ge=0, le=9223372036854775807, multiple_of=4)]
+    """
+    Where the chunk starts, in base64 characters: a multiple of 4, at most the content's `total_chars`.
+    """
+    max_chars: Annotated[
+        int,
+        Field(ge=4, json_schema_extra={"x-not-null": True}, le=65536, multiple_of=4),
+    ] = 65536
+    """
+    The most base64 characters to return, a multiple of 4: at most 64 Ki, a model's context being smaller than a client's buffer.
+    """
+
+
 class ReviewSettings(WireModel):
     """
     The space's automatic-review setting. A new Personal space has automatic review on; a choice the owner made (`explicit`) is kept as it is.

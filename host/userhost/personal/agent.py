@@ -29,6 +29,7 @@ from wuu.generated.catalog import USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
 from wuu.generated.models import ReactionActor, ReactionState
 
 from ..services import Caller
+from .attachment_reads import READ_ATTACHMENT, AgentAttachments, read_attachment
 from .memory import MEMORY_TOOLS
 from .memory_ledger import Attribution
 from .provider import ContextMessage, ReactionChange, SessionDomain
@@ -128,7 +129,8 @@ class AgentStep:
         same call gets the card it already has. The memory tools (`memory_save`, `memory_query`,
         `memory_correct`, `memory_forget`) go to the Personal Memory service, each write attributed to the main
         agent answering the newest input of this step; `start_task` starts a background task under a grant
-        (spec/schema/userhost/tasks.schema.json)."""
+        (spec/schema/userhost/tasks.schema.json); `read_attachment` reads an attachment of the main
+        conversation."""
         if name in MEMORY_TOOLS:
             answering = self.pending[-1].message_seq if self.pending else None
             return await self._remember(name, arguments, Attribution.main_agent(self.session_id, answering))
@@ -143,6 +145,8 @@ class AgentStep:
             return f"asked the owner: question {await self.ask(question, request_id)}"
         if name == START_TASK:
             return await self._start_task(call_id, arguments)
+        if name == READ_ATTACHMENT:
+            return await read_attachment(AgentAttachments(self._store), arguments)
         request = self.pending[-1].text if self.pending else ""
         return await self._act(call_id, name, arguments, request)
 
@@ -155,7 +159,7 @@ class AgentStep:
         admitted_by = None
         if answered is not None:
             admitted_by = await self._store.admitted_by(self.session_id, answered)
-        return await self._start(call_id, arguments, admitted_by)
+        return await self._start(call_id, arguments, admitted_by, answered)
 
     async def record(self, kind: str, text: str) -> int:
         """Save a hidden record of the step (`reasoning`, or a `tool` call's record): part of the session's
@@ -185,9 +189,9 @@ ASK_OWNER = "ask_owner"
 """The tool that asks the owner a waiting-user question through a hidden task."""
 START_TASK = "start_task"
 """The tool that starts a background task (StartTaskArguments)."""
-StartTask = Callable[[str, Mapping[str, Any], Caller | None], Awaitable[str]]
-"""`start(call_id, arguments, admitted_by)`: start a background task for a `start_task` call, with the transport
-that admitted the input it answers; what the model is told of it."""
+StartTask = Callable[[str, Mapping[str, Any], Caller | None, str | None], Awaitable[str]]
+"""`start(call_id, arguments, admitted_by, origin_input)`: start a background task for a `start_task` call, with
+the transport that admitted the input it answers and that input's client input ID; what the model is told."""
 
 
 class Agent(Protocol):

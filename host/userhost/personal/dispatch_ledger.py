@@ -22,6 +22,8 @@ class NewDispatch:
     session_id: str
     request_id: str
     instructions: str
+    origin_input: str | None
+    """The client input ID of the main-conversation input whose answer started the task, when there was one."""
     model: str
     provider: str
     grant_id: str
@@ -48,6 +50,7 @@ class Dispatch:
 
     task: TaskState
     instructions: str
+    origin_input: str | None
     model: str
     provider: str
     grant_id: str

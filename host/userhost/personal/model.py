@@ -88,14 +88,14 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-_INTENT = re.compile(r"/(write|edit|run|start|input|ask|task|remember|recall|correct|forget)(?=\s|\Z)")
+_INTENT = re.compile(r"/(write|edit|run|start|input|ask|task|remember|recall|correct|forget|read)(?=\s|\Z)")
 _INPUT = re.compile(r"[ \t]*(\S*)[ \t\n]?(.*)", re.DOTALL)
 _REVIEW_LINE = re.compile(r"review:[ \t]*(allow|deny|unsure|fail|slow)[ \t]*")
 EDIT_SEPARATOR = "---"
 STAND_IN_RUN_TIMEOUT_MS = 60_000
-SPOKEN_TOOLS = frozenset({*MEMORY_TOOLS, "start_task"})
-"""The tools whose result the stand-in says as its answer."""
 """The `timeout_ms` of the stand-in's `exec_command` calls."""
+SPOKEN_TOOLS = frozenset({*MEMORY_TOOLS, "start_task", "read_attachment"})
+"""The tools whose result the stand-in says as its answer."""
 
 
 class StandInModel:
@@ -120,6 +120,7 @@ class StandInModel:
     - `/task TEXT` -> `start_task` {instructions: TEXT}: a background task whose first user message is TEXT
       (everything after `/task `, newlines included), so `/task /write PATH` + newline + content starts a task
       whose own stand-in writes the file.
+    - `/read ATTACHMENT_ID [OFFSET]` -> `read_attachment` {attachment_id, offset: OFFSET or 0}.
     - `/remember TEXT` -> `memory_save` {text: TEXT}; `/recall [QUERY]` -> `memory_query` {query: QUERY, empty
       without one}; `/correct MEMORY_ID TEXT` -> `memory_correct` {memory_id: MEMORY_ID, text: TEXT};
       `/forget MEMORY_ID` -> `memory_forget` {memory_id: MEMORY_ID}. TEXT is the rest of the message after the
@@ -132,8 +133,9 @@ class StandInModel:
 
     A request whose tool call has been answered (a `tool` message follows the newest user message) gets no
     new call: the answer is the last tool message's text when the call was one of SPOKEN_TOOLS (a memory tool,
-    whose result the Memory service words for the owner, or `start_task`) or the host refused it (it starts
-    with `refused`), else nothing (the card an action's call made speaks for itself in the conversation).
+    whose result the Memory service words for the owner, `start_task` or `read_attachment`) or the host refused
+    it (it starts with `refused`), else nothing (the card an action's call made speaks for itself in the
+    conversation).
 
     As a reviewer (no tools offered, and the newest user message is the reviewer's JSON object with the
     original user `request`), it reads a line `review: VERDICT` of that request (the first one): `allow`,
@@ -180,6 +182,10 @@ def _intent(text: str) -> ToolCall | None:
         return ToolCall(new_call_id(), "ask_owner", {"question": text[match.end() + 1 :]})
     if intent == "task":
         return ToolCall(new_call_id(), "start_task", {"instructions": text[match.end() + 1 :]})
+    if intent == "read":
+        attachment_id, _, offset = text[match.end() :].strip().partition(" ")
+        at = int(offset) if offset.strip().isdigit() else 0
+        return ToolCall(new_call_id(), "read_attachment", {"attachment_id": attachment_id, "offset": at})
     if intent == "remember":
         return ToolCall(new_call_id(), "memory_save", {"text": text[match.end() + 1 :]})
     if intent == "recall":

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from wuu.generated.validators import bundle
 
 from .agent import ASK_OWNER, START_TASK, ModelContext
+from .attachment_reads import READ_ATTACHMENT
 from .memory import MEMORY_TOOLS
 from .model import ChatMessage, ModelAdapter, ModelUnavailable, ToolSpec
 from .provider import ContextMessage
@@ -55,7 +56,7 @@ STEP_DEADLINE_SECONDS = 120.0
 @functools.cache
 def task_tools() -> tuple[ToolSpec, ...]:
     """The tools a background task's model is offered: the actions, each of them a card of its task, and the
-    memory tools of the Personal Memory service it shares with the main agent."""
+    memory tools of the Personal Memory service it shares with the main agent, and the reading of attachments."""
     defs = bundle()["$defs"]
     specs = []
     for name, (definition, description) in ACTION_TOOLS.items():
@@ -65,6 +66,10 @@ def task_tools() -> tuple[ToolSpec, ...]:
         specs.append(ToolSpec(name, description, parameters))
     for name, (definition, description) in MEMORY_TOOLS.items():
         specs.append(ToolSpec(name, description, _inline(defs[definition], defs)))
+    reading = (
+        "Read one chunk of an attachment the owner gave you (base64 JSON, as host.session.attachment.read)."
+    )
+    specs.append(ToolSpec(READ_ATTACHMENT, reading, _inline(defs["ReadAttachmentArguments"], defs)))
     return tuple(specs)
 
 

@@ -50,7 +50,8 @@ from ..plugins import Plugin, PluginCall
 from .agent import MainAgentLoop
 from .approval_methods import ApprovalMethods
 from .approvals.service import ApprovalService
-from .attachments import AttachmentFiles, decode, encoded_length, file_sha256, read_chunk
+from .attachment_reads import OffsetPastEnd, chunk
+from .attachments import AttachmentFiles, decode
 from .attention import AttentionService
 from .durably import durably
 from .grant_methods import GrantMethods
@@ -227,26 +228,10 @@ class PersonalPlugin(ApprovalMethods, GrantMethods, PersonalServer[PluginCall]):
                 UserHostErrorCode.NOT_FOUND,
                 f"session {params.session_id} has no attachment {params.attachment_id}",
             )
-        total = encoded_length(stored.metadata.size)
-        if params.offset > total:
-            raise UserHostError(
-                UserHostErrorCode.INVALID_PARAMS,
-                f"offset {params.offset} is past the content's {total} base64 characters",
-                "params.offset",
-            )
-        data, _ = await asyncio.to_thread(read_chunk, stored.path, params.offset, params.max_chars)
-        next_offset = params.offset + len(data)
-        eof = next_offset >= total
-        final = await asyncio.to_thread(file_sha256, stored.path) if eof else None
-        return HostSessionAttachmentReadResult(
-            attachment=stored.metadata,
-            offset=params.offset,
-            data=data,
-            next_offset=next_offset,
-            total_chars=total,
-            eof=eof,
-            final_sha256=final,
-        )
+        try:
+            return await chunk(stored, params.offset, params.max_chars)
+        except OffsetPastEnd as past:
+            raise UserHostError(UserHostErrorCode.INVALID_PARAMS, str(past), "params.offset") from None
 
     def invalidate(self, session_id: str, message_seq: int, topic: str = "reactions") -> None:
         """Send the content-free notice of a saved write: a reaction (the owner's or the agent's), or a card

@@ -301,6 +301,11 @@ class SessionDomain(Protocol):
     async def known_attachments(self, attachment_ids: Sequence[str]) -> set[str]:
         """Those of these attachment IDs that a receipt names."""
 
+    async def input_attachment(
+        self, session_id: str, client_input_id: str, attachment_id: str
+    ) -> StoredAttachment | None:
+        """An attachment of one input of the session, or None."""
+
     async def attachment(self, session_id: str, attachment_id: str) -> StoredAttachment | None:
         """The session's attachment record, or None when the session has no such attachment."""
 

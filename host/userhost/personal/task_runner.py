@@ -28,6 +28,7 @@ from wuu.generated.models import ApprovalCard, StartTaskArguments, TaskGrant
 from ..services import Caller
 from .agent import ModelContext
 from .approvals.service import ApprovalService
+from .attachment_reads import READ_ATTACHMENT, TaskAttachments, read_attachment
 from .authorization import (
     PERSONAL_FILES,
     AuthorizationProvider,
@@ -107,9 +108,11 @@ class TaskRunner:
 
     # --- the main agent's start_task ---------------------------------------------------------------
 
-    async def start(self, call_id: str, arguments: Mapping[str, Any], admitted_by: Caller | None) -> str:
-        """Start a background task for the main agent's `start_task` call; what its model is told. A retry of
-        the same call gets the task it started."""
+    async def start(
+        self, call_id: str, arguments: Mapping[str, Any], admitted_by: Caller | None, origin_input: str | None
+    ) -> str:
+        """Start a background task for the main agent's `start_task` call, answering the input `origin_input`
+        admitted by `admitted_by`; what its model is told. A retry of the same call gets the task it started."""
         try:
             instructions = StartTaskArguments.model_validate(dict(arguments)).instructions
         except ValidationError as error:
@@ -133,8 +136,8 @@ class TaskRunner:
         if isinstance(grant, str):
             return grant
         new = NewDispatch(
-            task_id, session_id, request_id, instructions, self._model, provider.name, grant.grant_id,
-            grant.expires_at,
+            task_id, session_id, request_id, instructions, origin_input, self._model, provider.name,
+            grant.grant_id, grant.expires_at,
         )  # fmt: skip
         dispatch, existed = await self._ledger.dispatch(new, self._clock())
         if existed:  # a concurrent retry of the call saved its own grant first
@@ -296,8 +299,8 @@ class TaskGrants:
 
 class TaskStep:
     """One step of a background task's agent: its context is the task's hidden session, its replies are saved
-    there, its actions become cards of the task, and its memory tools reach the Memory service attributed to
-    the task."""
+    there, its actions become cards of the task, its memory tools reach the Memory service attributed to the
+    task, and it reads the attachments of the input that started it."""
 
     def __init__(
         self,
@@ -329,6 +332,8 @@ class TaskStep:
             return await self._memory.call(
                 name, arguments, Attribution.task(task.task_id, task.session_id, None)
             )
+        if name == READ_ATTACHMENT:
+            return await read_attachment(TaskAttachments(self._store, self._dispatch.origin_input), arguments)
         if name not in ACTION_TOOLS:
             return f"refused (invalid_action): a background task cannot call {name}"
         # Card call IDs are unique per session; a task's cards live in the main conversation.

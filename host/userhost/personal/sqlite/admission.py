@@ -158,6 +158,21 @@ def attachment(
     return StoredAttachment(attachment_metadata(row[:5]), Path(row[5]))
 
 
+def input_attachment(
+    connection: sqlite3.Connection, session_id: str, client_input_id: str, attachment_id: str
+) -> StoredAttachment | None:
+    """An attachment of one input of the session, or None."""
+    row = connection.execute(
+        "SELECT a.attachment_id, a.filename, a.media_type, a.size, a.sha256, a.file FROM attachments a "
+        "JOIN input_receipts r ON r.receipt_id = a.receipt_id "
+        "WHERE a.attachment_id = ? AND r.session_id = ? AND r.client_input_id = ?",
+        (attachment_id, session_id, client_input_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return StoredAttachment(attachment_metadata(row[:5]), Path(row[5]))
+
+
 def receipt_where(connection: sqlite3.Connection, where: str, *arguments: Any) -> InputReceipt | None:
     """The receipt the condition on `input_receipts` finds, with its attachments' metadata."""
     row = connection.execute(

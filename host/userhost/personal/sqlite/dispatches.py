@@ -18,8 +18,8 @@ from . import tasks
 from .messages import append_message
 
 DISPATCH_COLUMNS = (
-    "task_id, instructions, model, provider, grant_id, grant_expires_at, execution_attempt, run_status, "
-    "run_note"
+    "task_id, instructions, origin_input, model, provider, grant_id, grant_expires_at, execution_attempt, "
+    "run_status, run_note"
 )
 
 
@@ -41,10 +41,11 @@ def dispatch(connection: sqlite3.Connection, new: NewDispatch, now: datetime) ->
     append_message(connection, new.session_id, "user", new.instructions, now, indexed=False)
     connection.execute(
         f"INSERT INTO task_dispatches ({DISPATCH_COLUMNS}, cards_after, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 1, 'queued', NULL, 0, ?)",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, 1, 'queued', NULL, 0, ?)",
         (
             new.task_id,
             new.instructions,
+            new.origin_input,
             new.model,
             new.provider,
             new.grant_id,
@@ -173,11 +174,13 @@ def recover(connection: sqlite3.Connection, now: datetime) -> list[str]:
 
 
 def _dispatch(connection: sqlite3.Connection, row: Sequence[Any]) -> Dispatch:
-    task_id, instructions, model, provider, grant_id, expires_at, attempt, run_status, run_note = row
+    task_id, instructions, origin, model, provider, grant_id, expires_at, attempt, run_status, run_note = row
     found = tasks.task_where(connection, "task_id = ?", task_id)
     assert found is not None
     task = TaskState(
         found.task_id, found.session_id, found.request_id, found.requirements_version, found.execution_attempt,
         found.status, found.cancel_requested,
     )  # fmt: skip
-    return Dispatch(task, instructions, model, provider, grant_id, expires_at, attempt, run_status, run_note)
+    return Dispatch(
+        task, instructions, origin, model, provider, grant_id, expires_at, attempt, run_status, run_note
+    )

@@ -261,6 +261,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE task_dispatches (
         task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
         instructions TEXT NOT NULL,
+        origin_input TEXT,
         model TEXT NOT NULL,
         provider TEXT NOT NULL,
         grant_id TEXT NOT NULL,

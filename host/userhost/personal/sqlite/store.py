@@ -146,6 +146,13 @@ class SqliteSessionDomain:
     async def attachment(self, session_id: str, attachment_id: str) -> StoredAttachment | None:
         return await self.database.read(lambda c: admission.attachment(c, session_id, attachment_id))
 
+    async def input_attachment(
+        self, session_id: str, client_input_id: str, attachment_id: str
+    ) -> StoredAttachment | None:
+        return await self.database.read(
+            lambda c: admission.input_attachment(c, session_id, client_input_id, attachment_id)
+        )
+
     # --- reactions ---------------------------------------------------------------------------------
 
     async def react(

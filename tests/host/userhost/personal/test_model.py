@@ -433,3 +433,15 @@ async def test_the_stand_in_starts_a_task_and_says_what_became_of_it() -> None:
         ]
         reply = await StandInModel().complete(messages, tools=task, deadline=soon())
         assert (reply.text, reply.tool_calls) == (told, ())
+
+
+async def test_the_stand_in_reads_an_attachment() -> None:
+    reading = (ToolSpec("read_attachment", "Read an attachment.", {"type": "object"}),)
+    assert await stand_in("/read att_1", reading) == (
+        "",
+        [("read_attachment", {"attachment_id": "att_1", "offset": 0})],
+    )
+    assert await stand_in("/read att_1 4096", reading) == (
+        "",
+        [("read_attachment", {"attachment_id": "att_1", "offset": 4096})],
+    )

@@ -57,7 +57,7 @@ class Space:
     work: set[asyncio.Task[None]]
 
     async def start(self, text: str, caller: Caller | None = LOCAL, call_id: str = "call-1") -> str:
-        return await self.runner.start(call_id, {"instructions": text}, caller)
+        return await self.runner.start(call_id, {"instructions": text}, caller, None)
 
     async def card_of(self, task_id: str, *statuses: ApprovalStatus) -> ApprovalCard:
         """The task's first card, once it is in one of `statuses`."""

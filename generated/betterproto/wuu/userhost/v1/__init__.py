@@ -99,6 +99,7 @@ __all__ = (
     "PushRegisterResult",
     "PushUnregisterParams",
     "PushUnregisterResult",
+    "ReadAttachmentArguments",
     "ReviewSettings",
     "ReviewVerdict",
     "RulePreview",
@@ -3700,6 +3701,36 @@ class PushUnregisterResult(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.userhost.v1", "PushUnregisterResult", PushUnregisterResult)
+
+
+@dataclass(eq=False, repr=False)
+class ReadAttachmentArguments(betterproto2.Message):
+    """
+    The agents' `read_attachment` tool: one chunk of a persisted attachment, read as `host.session.attachment.read`
+    reads it (the same offsets, limits and result, `HostSessionAttachmentReadResult`, as the tool's JSON text)
+    through an adapter scoped to the agent. The main agent's adapter reads the attachments of the main
+    conversation; a background task's reads only those of the user input whose answer started it. An attachment
+    outside the scope is refused as unknown (`not_found`), with no hint that it exists.
+    """
+
+    attachment_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The attachment, as named by its metadata (`AttachmentMetadata.attachment_id`).
+    """
+
+    offset: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
+    """
+    Where the chunk starts, in base64 characters: a multiple of 4, at most the content's `total_chars`.
+    """
+
+    max_chars: "int | None" = betterproto2.field(3, betterproto2.TYPE_INT64, optional=True)
+    """
+    The most base64 characters to return, a multiple of 4: at most 64 Ki, a model's context being smaller than a
+    client's buffer.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "ReadAttachmentArguments", ReadAttachmentArguments)
 
 
 @dataclass(eq=False, repr=False)

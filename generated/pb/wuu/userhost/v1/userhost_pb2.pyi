@@ -1329,3 +1329,13 @@ class TasksGrantsRevokeResult(_message.Message):
     GRANT_FIELD_NUMBER: _ClassVar[int]
     grant: TaskGrant
     def __init__(self, grant: _Optional[_Union[TaskGrant, _Mapping]] = ...) -> None: ...
+
+class ReadAttachmentArguments(_message.Message):
+    __slots__ = ("attachment_id", "offset", "max_chars")
+    ATTACHMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_CHARS_FIELD_NUMBER: _ClassVar[int]
+    attachment_id: str
+    offset: int
+    max_chars: int
+    def __init__(self, attachment_id: _Optional[str] = ..., offset: _Optional[int] = ..., max_chars: _Optional[int] = ...) -> None: ...

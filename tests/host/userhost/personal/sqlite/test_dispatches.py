@@ -14,7 +14,7 @@ from .conftest import Store
 from .test_approvals import new_card
 
 NEW = NewDispatch(
-    "task_1", "ses_task_1", "task-req-1", "/write notes/x.txt\nx", "stand-in", "native",
+    "task_1", "ses_task_1", "task-req-1", "/write notes/x.txt\nx", None, "stand-in", "native",
     "grant_1", "2026-03-01T13:00:00.000000Z",
 )  # fmt: skip
 OPEN = frozenset({"queued", "running", "awaiting"})
