@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,8 @@ async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None
 async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:
     """The README's session of background tasks, run as written against a Personal host: a task admitted over the
     Unix socket runs under its grant, its card allowed writes the file and its reply is delivered; after its
-    grant is revoked, another task's allowed card is unauthorized and writes nothing."""
+    grant is revoked, another task's allowed card is unauthorized and writes nothing. A memory is saved,
+    corrected to a second version, and forgotten: its texts are gone from the store's file."""
     host = await UserHost.start(
         user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
     )
@@ -126,3 +128,19 @@ async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:
     assert found["refused"] == f"Not done: {other.summary} (unauthorized)"
     assert [c.status.value for c in found["cards"]] == ["succeeded", "unauthorized"]
     assert found["cards"][1].receipt is None
+    memory_id = found["memory_id"]
+    assert found["saved"] == f"remembered {memory_id} (version 1): the owner takes tea without sugar"
+    assert found["corrected"] == f"corrected {memory_id} (version 2): the owner takes green tea"
+    assert re.fullmatch(
+        rf"{memory_id} v2: the owner takes green tea \(corrected by main agent, message \d+\)",
+        found["recalled"],
+    )
+    assert found["forgot"].startswith(f"forgot {memory_id}: its text is redacted")
+    assert found["after"] == "no memories match"
+    # The conversation keeps what was said (forgetting does not erase it); the memory's own versions are redacted.
+    store = sqlite3.connect(tmp_path / "user-spaces" / "local" / "personal" / "state" / "personal.sqlite")
+    try:
+        rows = store.execute("SELECT version, text FROM memory_versions WHERE memory_id = ?", (memory_id,))
+        assert sorted(rows.fetchall()) == [(1, None), (2, None)]
+    finally:
+        store.close()
