@@ -93,8 +93,18 @@ class TaskRunner:
         return self._work.idle
 
     async def start_up(self) -> None:
-        """After a restart: runs left running await their cards, or are queued again when they made none."""
+        """After a restart: runs left running await their cards, or are queued again when they made none; an
+        active grant that no dispatch names (the host stopped between issuing it and saving its task) is
+        revoked, so no authority outlives the task it was for."""
         await self._ledger.recover(self._clock())
+        provider = self._grants.provider
+        if provider is not None:
+            for grant in await provider.grants(self._clock()):
+                dispatch = await self._ledger.dispatch_of(grant.task_id)
+                if grant.status.value == "active" and (
+                    dispatch is None or dispatch.grant_id != grant.grant_id
+                ):
+                    await provider.revoke(grant.grant_id, self._clock())
         self.wake()
 
     def wake(self) -> None:

@@ -18,6 +18,7 @@ from wuu.generated.models import ApprovalCard, ApprovalStatus
 from wuu.host.userhost.personal.approvals.execution import ActionExecutor, WorkerActions
 from wuu.host.userhost.personal.approvals.files import FilesRoot
 from wuu.host.userhost.personal.approvals.service import ApprovalService
+from wuu.host.userhost.personal.authorization import GrantRequest
 from wuu.host.userhost.personal.memory import MemoryService
 from wuu.host.userhost.personal.memory_ledger import Attribution
 from wuu.host.userhost.personal.model import StandInModel
@@ -378,3 +379,21 @@ async def test_a_task_shares_the_memory_service_with_attribution(space: Space) -
         "memory_query", {"query": "tea"}, Attribution.main_agent(space.store.main_session_id, None)
     )
     assert f"by task {task_id}" in listed, listed
+
+
+async def test_a_grant_whose_task_was_never_saved_is_revoked_at_start_up(tmp_path: Path) -> None:
+    clock = Clock()
+    first = await open_space(tmp_path, clock)
+    task_id = task_of(await first.start("/write notes/kept.txt\nkept"))
+    assert first.grants.provider is not None
+    orphan = GrantRequest(
+        "task_lost", "ses_task_lost", "task-lost", 1, ("write_file",), ("personal_files",), "stand-in", LOCAL
+    )
+    lost = await first.grants.provider.issue(orphan, clock())  # the host dies before the task is saved
+    await close_space(first)
+    second = await open_space(tmp_path, clock)
+    try:
+        status = {grant.task_id: grant.status.value for grant in await second.grants.grants()}
+        assert status == {task_id: "active", lost.task_id: "revoked"}
+    finally:
+        await close_space(second)
