@@ -259,7 +259,19 @@ class MainAgentLoop:
         # The waiting inputs join the recent window wherever they are: under a burst the oldest of them are
         # older than the window, and an input no context includes would never be read.
         recent = await self._store.context(session_id, CONTEXT_MESSAGES)
-        by_seq = {message.message_seq: message for message in (*recent, *pending)}
+        # An input admitted since `pending` was read waits for the next step: the step answers, attributes and
+        # authorizes by its newest pending input, so its context must not show the model a newer one.
+        newest = pending[-1].message_seq
+        later = {
+            message.message_seq
+            for message in recent
+            if message.role == "user" and message.message_seq > newest
+        }
+        by_seq = {
+            message.message_seq: message
+            for message in (*recent, *pending)
+            if message.message_seq not in later
+        }
         history = [by_seq[seq] for seq in sorted(by_seq)]
         changes, mark = await self._store.reaction_changes(
             session_id, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
