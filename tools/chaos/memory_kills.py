@@ -43,7 +43,7 @@ SAVES = 4
 CORRECTIONS = 3
 """The most corrections the load asks of each saved memory."""
 FORGET_CHANCE = 0.5
-"""How likely the load ends a saved memory's requests with its forget."""
+"""How likely the load forgets a saved memory (at a seeded place among the requests)."""
 LANES = 2
 REMEMBERED = re.compile(r"remembered (mem_[0-9a-f]+) \(version 1\): (.*)", re.DOTALL)
 CORRECTED = re.compile(r"corrected (mem_[0-9a-f]+) \(version (\d+)\): (.*)", re.DOTALL)
@@ -148,13 +148,14 @@ async def memory_point(
             requests.append(f"/correct {memory_id} {corrected}")
         if rng.random() < FORGET_CHANCE:
             requests.append(f"/forget {memory_id}")
+    rng.shuffle(requests)  # a forget may come before a correction of its memory, which it then refuses
     saving = [text_for(point, f"new{lane}", "v1") for lane in range(LANES)]
     lanes: list[list[str]] = [[] for _ in range(LANES)]
     for request in requests:  # each in a seeded lane, in order there: two owners may act on one memory
         lanes[rng.randrange(LANES)].append(request)
     for lane, text in zip(lanes, saving, strict=True):
         lane.insert(rng.randint(0, len(lane)), f"/remember {text}")
-    seen: set[str] = set()
+    seen = {m["text"] for m in await since(space, client, start_seq) if m["role"] == "assistant"}
     """The agent's replies a client saw before the kill."""
 
     def owner(mine: list[str]) -> Any:
