@@ -30,6 +30,7 @@ import secrets
 import struct
 import time
 from collections import Counter
+from functools import partial
 from typing import Any
 
 from wuu.host.userhost.client import UserHostClient
@@ -94,12 +95,12 @@ def memory_pages(space: Space) -> set[int]:
     """The pages of the memory tables and their indexes, as the store stands now."""
     names = [
         name
-        for (name,) in space.rows(
-            "SELECT name FROM sqlite_schema WHERE tbl_name IN (?, ?)", *MEMORY_TABLES
-        )
+        for (name,) in space.rows("SELECT name FROM sqlite_schema WHERE tbl_name IN (?, ?)", *MEMORY_TABLES)
     ]
     placeholders = ",".join("?" * len(names))
-    return {page for (page,) in space.rows(f"SELECT pageno FROM dbstat WHERE name IN ({placeholders})", *names)}
+    return {
+        page for (page,) in space.rows(f"SELECT pageno FROM dbstat WHERE name IN ({placeholders})", *names)
+    }
 
 
 def pages_holding(space: Space, mark: bytes) -> set[int]:
@@ -130,6 +131,14 @@ async def remember(space: Space, client: UserHostClient, key: str, text: str) ->
     return said.group(1)
 
 
+async def all_read(space: Space, client: UserHostClient, keys: list[str]) -> bool | None:
+    """True once the agent has read every admitted input of these client input IDs, else None."""
+    found = (await call(client, "agents.receipts", {"session_id": space.main, "client_input_ids": keys}))[
+        "receipts"
+    ]
+    return True if all(receipt.get("read_at") for receipt in found) else None
+
+
 async def memory_point(
     space: Space, client: UserHostClient, point: int, rng: random.Random
 ) -> tuple[UserHostClient, str]:
@@ -143,9 +152,9 @@ async def memory_point(
     requests: list[str] = []
     for memory_id in texts:
         for k in range(rng.randint(1, CORRECTIONS)):
-            corrected = text_for(point, memory_id[-6:], f"c{k}")
-            texts[memory_id].append(corrected)
-            requests.append(f"/correct {memory_id} {corrected}")
+            correction = text_for(point, memory_id[-6:], f"c{k}")
+            texts[memory_id].append(correction)
+            requests.append(f"/correct {memory_id} {correction}")
         if rng.random() < FORGET_CHANCE:
             requests.append(f"/forget {memory_id}")
     rng.shuffle(requests)  # a forget may come before a correction of its memory, which it then refuses
@@ -165,42 +174,56 @@ async def memory_point(
                 load.sent[key] = text
                 receipt = await send(space, connection, key, text)
                 load.ack(key, receipt)
-
                 # One request at a time: the next is sent once the agent has read this one.
-                async def read(key: str = key) -> bool | None:
-                    found = (
-                        await call(
-                            connection, "agents.receipts", {"session_id": space.main, "client_input_ids": [key]}
-                        )
-                    )["receipts"]
-                    return True if found and found[0].get("read_at") else None
-
-                await until(read, f"the request {text!r} was not read")
+                await until(partial(all_read, space, connection, [key]), f"the request {text!r} was not read")
 
         return sends
 
     async def watch(connection: UserHostClient, load: Load) -> None:
         while True:  # each poll is a call: it fails when the host is killed
-            seen.update(m["text"] for m in await since(space, connection, start_seq) if m["role"] == "assistant")
+            seen.update(
+                m["text"] for m in await since(space, connection, start_seq) if m["role"] == "assistant"
+            )
             await asyncio.sleep(POLL_S)
 
     load = await kill_after(space, [*(owner(lane) for lane in lanes), watch], len(requests) + LANES, rng)
     client = await space.start()
-    admitted = [key for key in load.sent]
-    if admitted:
-
-        async def read() -> bool | None:
-            found = (
-                await call(client, "agents.receipts", {"session_id": space.main, "client_input_ids": admitted})
-            )["receipts"]
-            return True if all(receipt.get("read_at") for receipt in found) else None
-
-        await until(read, "the requests admitted before the kill were not read")
+    # Every request the host admitted is answered (or was cut while the agent read it): once each is read, an
+    # input sent after them is answered after them.
+    await until(
+        partial(all_read, space, client, list(load.sent)), "the requests sent before the kill were not read"
+    )
     synced = await send(space, client, f"sync-{time.monotonic_ns()}", f"sync {point}")
     await answer(space, client, synced, re.escape(f"Received: sync {point}"))
+    saved, corrected, forgot, applied = check_memories(space, point, texts, seen, saving, known, load)
+    await check_recall(space, client, point, texts, memories(space))
+    check_store(space)
+    statuses = Counter(status for memory_id, (status, _, _) in memories(space).items() if memory_id in texts)
+    return client, (
+        f"killed after {len(load.acknowledged)} of {load.total} sends acknowledged, "
+        f"{len(load.sent) - len(load.acknowledged)} in flight; replies seen: {saved} remembered, "
+        f"{corrected} corrected, {forgot} forgot; memories {dict(sorted(statuses.items()))}, "
+        f"{applied} corrections"
+    )
 
+
+def check_memories(
+    space: Space,
+    point: int,
+    texts: dict[str, list[str]],
+    seen: set[str],
+    saving: list[str],
+    known: set[str],
+    load: Load,
+) -> tuple[int, int, int, int]:
+    """The store after the restart keeps what the replies `seen` told, and each memory is whole: `texts` has
+    every text sent for each saved memory (the memories of the load's `/remember`s of `saving` join it), `known`
+    the memories before the point. How many saves, corrections and forgets were seen, and how many corrections
+    the memories hold."""
     saved = {m.group(1): m.group(2) for said in seen if (m := REMEMBERED.fullmatch(said))}
-    corrected = [(m.group(1), int(m.group(2)), m.group(3)) for said in seen if (m := CORRECTED.fullmatch(said))]
+    corrected = [
+        (m.group(1), int(m.group(2)), m.group(3)) for said in seen if (m := CORRECTED.fullmatch(said))
+    ]
     forgot = {m.group(1) for said in seen if (m := FORGOT.match(said))}
     stored = memories(space)
     new = set(stored) - known
@@ -255,15 +278,7 @@ async def memory_point(
             or kept[1] != (None if forgotten else text)
         ):
             raise Problem(f"the seen correction of {memory_id} to v{version} {text!r} is {kept}")
-    await check_recall(space, client, point, texts, stored)
-    check_store(space)
-    statuses = Counter(stored[m][0] for m in texts)
-    return client, (
-        f"killed after {len(load.acknowledged)} of {load.total} sends acknowledged, "
-        f"{len(load.sent) - len(load.acknowledged)} in flight; replies seen: {len(saved)} remembered, "
-        f"{len(corrected)} corrected, {len(forgot)} forgot; "
-        f"memories {dict(sorted(statuses.items()))}, {sum(applied.values())} corrections"
-    )
+    return len(saved), len(corrected), len(forgot), sum(applied.values())
 
 
 async def check_recall(
