@@ -46,6 +46,8 @@ CORRECTIONS = 3
 FORGET_CHANCE = 0.5
 """How likely the load forgets a saved memory (at a seeded place among the requests)."""
 LANES = 2
+MAX_RECALLED = 20
+"""The most memories one `/recall` lists (spec/schema/userhost/memory.schema.json, `MemoryQueryArguments`)."""
 REMEMBERED = re.compile(r"remembered (mem_[0-9a-f]+) \(version 1\): (.*)", re.DOTALL)
 CORRECTED = re.compile(r"corrected (mem_[0-9a-f]+) \(version (\d+)\): (.*)", re.DOTALL)
 FORGOT = re.compile(r"forgot (mem_[0-9a-f]+): ")
@@ -57,7 +59,7 @@ WAL_HEADER, FRAME_HEADER = 32, 24
 
 
 def text_for(point: int, memory: str, version: str) -> str:
-    """A unique memory text; every text of a point contains `pt{point}.`, the point's `/recall` query."""
+    """A unique memory text of a kill point."""
     return f"pt{point}.{memory}.{version}-{secrets.token_hex(4)}"
 
 
@@ -196,14 +198,14 @@ async def memory_point(
     synced = await send(space, client, f"sync-{time.monotonic_ns()}", f"sync {point}")
     await answer(space, client, synced, re.escape(f"Received: sync {point}"))
     saved, corrected, forgot, applied = check_memories(space, point, texts, seen, saving, known, load)
-    await check_recall(space, client, point, texts, memories(space))
+    await check_recall(space, client, texts, memories(space))
     check_store(space)
     statuses = Counter(status for memory_id, (status, _, _) in memories(space).items() if memory_id in texts)
     return client, (
         f"killed after {len(load.acknowledged)} of {load.total} sends acknowledged, "
         f"{len(load.sent) - len(load.acknowledged)} in flight; replies seen: {saved} remembered, "
         f"{corrected} corrected, {forgot} forgot; memories {dict(sorted(statuses.items()))}, "
-        f"{applied} corrections"
+        f"{applied} corrections ({applied - corrected} not told before the kill)"
     )
 
 
@@ -284,13 +286,13 @@ def check_memories(
 async def check_recall(
     space: Space,
     client: UserHostClient,
-    point: int,
     texts: dict[str, list[str]],
     stored: dict[str, tuple[str, int, str | None]],
 ) -> None:
-    """`/recall` of the point's texts lists every active memory of the point as its current version, attributed
-    as the store says, and no forgotten one."""
-    recalled = await send(space, client, f"recall-{time.monotonic_ns()}", f"/recall pt{point}.")
+    """`/recall` without a query (the `MAX_RECALLED` most recently changed memories) lists no forgotten memory,
+    each one as its current version says, and every active memory of the point (`texts`), whose changes are the
+    newest."""
+    recalled = await send(space, client, f"recall-{time.monotonic_ns()}", "/recall")
     listed = await answer(space, client, recalled, "mem_|no memories match")
     lines = {}
     for line in [] if listed == "no memories match" else listed.splitlines():
@@ -298,18 +300,17 @@ async def check_recall(
         if match is None:
             raise Problem(f"/recall listed {line!r}")
         lines[match.group(1)] = match.groups()[1:]
-    for memory_id in texts:
-        status, current, _ = stored[memory_id]
-        if status == "forgotten":
-            if memory_id in lines:
-                raise Problem(f"/recall lists forgotten {memory_id}: {lines[memory_id]}")
-            continue
+    active = {memory_id for memory_id, (status, _, _) in stored.items() if status == "active"}
+    if forgotten := sorted(set(lines) - active):
+        raise Problem(f"/recall lists memories that are not active: {forgotten}")
+    if len(lines) != min(len(active), MAX_RECALLED) or not active & set(texts) <= set(lines):
+        raise Problem(f"/recall lists {sorted(lines)} of the {len(active)} active memories")
+    for memory_id in lines:
         _, text, _, _, _, message_seq = versions(space, memory_id)[-1]
+        current = stored[memory_id][1]
         wanted = (str(current), text, "saved" if current == 1 else "corrected", str(message_seq))
-        if lines.get(memory_id) != wanted:
-            raise Problem(f"/recall lists {memory_id} as {lines.get(memory_id)}, not {wanted}")
-    if extra := sorted(set(lines) - set(texts)):
-        raise Problem(f"/recall lists memories of no owner's request: {extra}")
+        if lines[memory_id] != wanted:
+            raise Problem(f"/recall lists {memory_id} as {lines[memory_id]}, not {wanted}")
 
 
 CAMPAIGNS: list[Campaign] = [row("userhost.memory.correct", memory_point)]
