@@ -37,7 +37,7 @@ from wuu.host.userhost.client import UserHostClient
 
 from .approval_kills import POLL_S, Problem, Space, call, check_store, row, until
 from .campaign import Campaign
-from .task_kills import Load, answer, kill_after, newest_seq, send, since
+from .task_kills import Lane, Load, answer, kill_after, newest_seq, send, since
 
 SAVES = 4
 """Memories saved (their replies seen) before the load."""
@@ -169,7 +169,7 @@ async def memory_point(
     seen = {m["text"] for m in await since(space, client, start_seq) if m["role"] == "assistant"}
     """The agent's replies a client saw before the kill."""
 
-    def owner(mine: list[str]) -> Any:
+    def owner(mine: list[str]) -> Lane:
         async def sends(connection: UserHostClient, load: Load) -> None:
             for text in mine:
                 key = f"p{point}-{len(load.sent)}-{time.monotonic_ns()}"
@@ -197,7 +197,7 @@ async def memory_point(
     )
     synced = await send(space, client, f"sync-{time.monotonic_ns()}", f"sync {point}")
     await answer(space, client, synced, re.escape(f"Received: sync {point}"))
-    saved, corrected, forgot, applied = check_memories(space, point, texts, seen, saving, known, load)
+    saved, corrected, forgot, applied = check_memories(space, texts, seen, saving, known, load)
     await check_recall(space, client, texts, memories(space))
     check_store(space)
     statuses = Counter(status for memory_id, (status, _, _) in memories(space).items() if memory_id in texts)
@@ -211,7 +211,6 @@ async def memory_point(
 
 def check_memories(
     space: Space,
-    point: int,
     texts: dict[str, list[str]],
     seen: set[str],
     saving: list[str],
