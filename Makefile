@@ -54,7 +54,7 @@ test: check-generated lint
 	$(PY) -m pytest -q -n 2
 
 ## chaos: the fault campaign at full size, one table (fuzz, EOF/output failure, kill -9 per backend and of the
-## Personal host during approvals and background tasks, path escapes, schemathesis with 1000 examples per operation, token races,
+## Personal host during approvals, background tasks and memory corrections, path escapes, schemathesis with 1000 examples per operation, token races,
 ## two user hosts on one home, slot squatting, header slowloris);
 ## CHAOS_ARGS passes --seed/--only/--json; `make test` runs every row small (tests/chaos)
 chaos: $(READY)

@@ -29,6 +29,7 @@ MODULES = (
     "kills",
     "approval_kills",
     "task_kills",
+    "memory_kills",
     "paths",
     "userhost_http",
     "token_races",
