@@ -23,6 +23,24 @@ def example(name: str) -> str:
     return match.group(1)
 
 
+async def run_personal_example(name: str, home: Path) -> dict[str, Any]:
+    """Run the README's Personal example `name` as written, against a Personal host on `home` reached over its
+    Unix socket; the example's variables."""
+    host = await UserHost.start(
+        user_space_id="local", product_domain="personal", home=home, compose=[personal()]
+    )
+    server = await UnixServer.start(host, home / "run" / "userhost.sock")
+    body = "\n".join(f"    {line}" for line in example(name).splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
+    try:
+        found: dict[str, Any] = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
+    finally:
+        await server.close()
+        await host.close()
+    return found
+
+
 def test_the_example_worker_is_short() -> None:
     lines = [line for line in example("memory-worker").splitlines() if line.strip()]
     assert len(lines) <= 30
@@ -46,18 +64,7 @@ async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp
 
 async def test_the_personal_session_runs_against_a_host(tmp_path: Path) -> None:
     """The README's Personal session, run as written against a Personal host."""
-    host = await UserHost.start(
-        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
-    )
-    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
-    body = "\n".join(f"    {line}" for line in example("personal-session").splitlines())
-    namespace: dict[str, Any] = {}
-    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
-    try:
-        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
-    finally:
-        await server.close()
-        await host.close()
+    found = await run_personal_example("personal-session", tmp_path)
     assert found["sent"].receipt.history_seq == 1 and not found["sent"].replayed
     assert found["reply"].text == "Received: Plan the trip"
     assert found["receipts"].receipts[0].client_input_id == "in-1"
@@ -68,18 +75,7 @@ async def test_the_personal_session_runs_against_a_host(tmp_path: Path) -> None:
 async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None:
     """The README's session of actions under approval, run as written against a Personal host: allow once
     writes the file, a saved rule handles the identical request, a denied command never runs."""
-    host = await UserHost.start(
-        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
-    )
-    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
-    body = "\n".join(f"    {line}" for line in example("personal-approvals").splitlines())
-    namespace: dict[str, Any] = {}
-    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
-    try:
-        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
-    finally:
-        await server.close()
-        await host.close()
+    found = await run_personal_example("personal-approvals", tmp_path)
     files = tmp_path / "user-spaces" / "local" / "personal" / "files"
     assert (files / "notes" / "todo.txt").read_text() == "milk, eggs"
     assert not (files / "ran").exists()
@@ -101,18 +97,7 @@ async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:
     Unix socket runs under its grant, its card allowed writes the file and its reply is delivered; after its
     grant is revoked, another task's allowed card is unauthorized and writes nothing. A memory is saved,
     corrected to a second version, and forgotten: its texts are gone from the store's file."""
-    host = await UserHost.start(
-        user_space_id="local", product_domain="personal", home=tmp_path, compose=[personal()]
-    )
-    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
-    body = "\n".join(f"    {line}" for line in example("personal-tasks").splitlines())
-    namespace: dict[str, Any] = {}
-    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
-    try:
-        found = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
-    finally:
-        await server.close()
-        await host.close()
+    found = await run_personal_example("personal-tasks", tmp_path)
     files = tmp_path / "user-spaces" / "local" / "personal" / "files"
     assert (files / "notes" / "later.txt").read_text() == "buy milk"
     assert not (files / "notes" / "second.txt").exists()

@@ -9,11 +9,11 @@ data lives, and the presence lock a host holds for its life, are `wuu.host.userh
 review-ledger migration (`wuu.host.userhost.review`) builds on the user host, which never imports it.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
 from .authority import UserHost
 from .errors import UserHostError, UserHostStartError
-from .grpc_service import GrpcServer
-from .grpc_wire import GrpcAddress, GrpcAddressError
-from .http import HttpAddress, HttpAddressError, HttpServer
 from .plugins import Plugin, PluginCall
 from .services import Caller, HostServices
 from .stdio import serve_stdio
@@ -42,3 +42,21 @@ __all__ = [
     "UserHostStartError",
     "serve_stdio",
 ]
+
+if TYPE_CHECKING:
+    from .grpc_service import GrpcServer
+    from .http import HttpServer
+
+
+def __getattr__(name: str) -> Any:
+    # The gRPC and HTTP servers load their libraries (grpc, aiohttp) only when first named: a host that serves
+    # NDJSON alone starts without them.
+    if name == "GrpcServer":
+        from .grpc_service import GrpcServer
+
+        return GrpcServer
+    if name == "HttpServer":
+        from .http import HttpServer
+
+        return HttpServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,11 +31,9 @@ from typing import Any
 from wuu.generated.models import UserHostIsolationMode
 from wuu.worker.stdio import stdio_problem
 
+from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
 from .authority import Composer, UserHost
 from .errors import UserHostStartError
-from .grpc_service import GrpcServer
-from .grpc_wire import GrpcAddress, GrpcAddressError
-from .http import HttpAddress, HttpAddressError, HttpServer
 from .idle import DEFAULT_IDLE_SECONDS
 from .personal import (
     AuthorizationChoice,
@@ -314,6 +312,8 @@ def _transports(args: argparse.Namespace) -> list[_Transport]:
             grpc_address = GrpcAddress.parse(args.grpc)
         except GrpcAddressError as error:
             raise UsageError(f"--grpc: {error}") from None
+        from .grpc_service import GrpcServer  # grpc is imported only by a host that serves it
+
         transports.append(
             _Transport(
                 "--grpc",
@@ -329,6 +329,8 @@ def _transports(args: argparse.Namespace) -> list[_Transport]:
     http_address = _http_address(args)
     tls = _tls(args)
     if http_address is not None:
+        from .http import HttpServer  # aiohttp is imported only by a host that serves HTTP
+
         transports.append(
             _Transport(
                 "--http",

@@ -18,6 +18,7 @@ from wuu.generated.models import PluginClientInvalidateParams
 from wuu.worker.framing import Frame
 from wuu.worker.peer import ConnectionLost
 
+from .address import GrpcAddress
 from .bearer import AUTHORIZATION
 from .client import ClientSurface
 from .grpc_wire import (
@@ -26,7 +27,6 @@ from .grpc_wire import (
     NOTIFICATIONS,
     RPC_ID_KEY,
     RPCS,
-    GrpcAddress,
     json_rpc_error,
     to_json,
     to_message,

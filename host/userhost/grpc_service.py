@@ -40,6 +40,7 @@ from grpc_health.v1.health import aio as health_aio
 
 from wuu.generated.models import UserHostErrorCode
 
+from .address import GrpcAddress, GrpcAddressError
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BEARER, BearerTokens
 from .envelope import MAX_INTEGER_ID, RequestId, usable_id
@@ -51,8 +52,6 @@ from .grpc_wire import (
     RPC_ID_KEY,
     RPCS,
     SERVICE,
-    GrpcAddress,
-    GrpcAddressError,
     Rpc,
     error_status,
     to_json,

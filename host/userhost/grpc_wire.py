@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,7 +19,6 @@ from wuu.generated import protojson
 from wuu.generated.catalog import USER_HOST_ERROR_CODE_GRPC_STATUS, USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 
-from .address import is_loopback_ip, join_host_port, split_host_port
 from .envelope import MAX_INTEGER_ID
 from .errors import UserHostError
 
@@ -144,49 +142,3 @@ def json_rpc_error(failure: grpc.aio.AioRpcError) -> dict[str, Any] | None:
                 detail.Unpack(message)
                 return to_json(message)
     return None
-
-
-# --- addresses -----------------------------------------------------------------------------------------
-
-
-class GrpcAddressError(ValueError):
-    """The address is neither `unix:PATH` (absolute) nor a loopback IP address with a port."""
-
-
-@dataclass(frozen=True)
-class GrpcAddress:
-    """Where a user host serves gRPC: a Unix socket, or a loopback TCP address (port 0: any free port)."""
-
-    socket: Path | None = None
-    host: str = ""
-    port: int = 0
-
-    @classmethod
-    def parse(cls, text: str) -> GrpcAddress:
-        """`unix:PATH` or `IP:PORT` with a loopback IP (`127.0.0.1:50051`, `[::1]:50051`); GrpcAddressError
-        for anything else, remote or wildcard addresses and host names included."""
-        if text.startswith("unix:"):
-            path = Path(text[5:])
-            if not path.is_absolute():
-                raise GrpcAddressError(f"{text!r}: the socket path must be absolute")
-            return cls(socket=path)
-        parts = split_host_port(text)
-        if parts is None or not is_loopback_ip(parts[0]):
-            raise GrpcAddressError(
-                f"{text!r} is not unix:PATH or a loopback address with a port (127.0.0.1:PORT): "
-                "the user host serves gRPC only on a Unix socket or on loopback"
-            )
-        host, port = parts
-        if port is None:
-            raise GrpcAddressError(f"{text!r}: the port must be a number from 0 to 65535")
-        return cls(host=host, port=port)
-
-    @property
-    def target(self) -> str:
-        """The address as gRPC names it."""
-        if self.socket is not None:
-            return f"unix:{self.socket}"
-        return join_host_port(self.host, self.port)
-
-    def __str__(self) -> str:
-        return self.target

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 import ssl
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -42,7 +40,7 @@ from wuu.generated.catalog import (
 )
 from wuu.generated.models import UserHostErrorCode, UserHostInitializeParams
 
-from .address import is_loopback_ip, join_host_port, split_host_port
+from .address import HttpAddress, join_host_port
 from .authority import UserHost
 from .bearer import AUTHORIZATION, BearerTokens
 from .envelope import MAX_ID_CHARS, usable_id
@@ -86,36 +84,6 @@ RPC_METHODS = frozenset(
 )
 """The methods of `POST /v1/rpc/<method>`."""
 PLUGIN_BODY_KEYS = frozenset({"params", "user_input", "plugin_fingerprint"})
-
-
-class HttpAddressError(ValueError):
-    """An `--http` address that is not HOST:PORT."""
-
-
-@dataclass(frozen=True)
-class HttpAddress:
-    """Where the HTTP server listens: an IP address (or `localhost`) and a port (0 picks one)."""
-
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> HttpAddress:
-        """`127.0.0.1:8080`, `[::1]:8080` or `localhost:8080`."""
-        host, port = split_host_port(text) or ("", None)
-        if not host or port is None:
-            raise HttpAddressError(f"{text!r} is not HOST:PORT")
-        if host != "localhost":
-            try:
-                ipaddress.ip_address(host)
-            except ValueError:
-                raise HttpAddressError(f"{host!r} is not an IP address or localhost") from None
-        return cls(host, port)
-
-    @property
-    def loopback(self) -> bool:
-        """Whether only this machine can reach the address."""
-        return self.host == "localhost" or is_loopback_ip(self.host)
 
 
 def _error_response(error: UserHostError) -> web.Response:

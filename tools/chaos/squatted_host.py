@@ -18,8 +18,9 @@ import signal
 from pathlib import Path
 
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.address import HttpAddress
 from wuu.host.userhost.grpc_service import GrpcServer
-from wuu.host.userhost.http import HttpAddress, HttpServer
+from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.tokens import TokenStore
 
 DEADLINE_S = 0.5

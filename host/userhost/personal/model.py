@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from .memory import MEMORY_TOOLS
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -303,6 +301,8 @@ class OpenAIChatModel:
         return _parse_reply(self.url, reply)
 
     async def _post(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
+        import aiohttp  # only a host configured with an endpoint loads the HTTP client
+
         try:
             async with (
                 aiohttp.ClientSession() as http,

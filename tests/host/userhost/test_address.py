@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from wuu.host.userhost.address import is_loopback_ip, join_host_port, split_host_port
-from wuu.host.userhost.grpc_wire import GrpcAddress, GrpcAddressError
-from wuu.host.userhost.http import HttpAddress, HttpAddressError
+from wuu.host.userhost.address import (
+    GrpcAddress,
+    GrpcAddressError,
+    HttpAddress,
+    HttpAddressError,
+    is_loopback_ip,
+    join_host_port,
+    split_host_port,
+)
 
 
 @pytest.mark.parametrize(

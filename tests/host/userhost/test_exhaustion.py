@@ -24,8 +24,9 @@ from tests.helpers import DEADLINE, until
 from tests.host.userhost.conftest import Connect
 from wuu.generated.catalog import USERHOST_INITIALIZE_DEADLINE_SECONDS, USERHOST_MAX_CLIENT_TRANSPORTS
 from wuu.host.userhost import UnixServer, UserHost, ndjson
+from wuu.host.userhost.address import HttpAddress
 from wuu.host.userhost.client import UserHostClient
-from wuu.host.userhost.http import HttpAddress, HttpServer
+from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.ndjson import DEFAULT_INITIALIZE_SECONDS, REFUSAL_PEEK_BYTES
 from wuu.host.userhost.tokens import TOKENS_FILE, TokenStore
 

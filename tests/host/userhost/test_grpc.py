@@ -38,11 +38,12 @@ from wuu.generated.models import (
 from wuu.generated.pb.wuu.userhost.v1 import userhost_pb2
 from wuu.generated.pb.wuu.userhost.v1.userhost_pb2_grpc import UserHostStub
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.address import GrpcAddressError, HttpAddress
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.grpc_client import UserHostGrpcClient
 from wuu.host.userhost.grpc_service import GrpcServer
-from wuu.host.userhost.grpc_wire import MESSAGE_OPTIONS, GrpcAddressError
-from wuu.host.userhost.http import HttpAddress, HttpServer
+from wuu.host.userhost.grpc_wire import MESSAGE_OPTIONS
+from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.tokens import TOKENS_FILE, TokenStore
 from wuu.host.userhost.unix import SocketInUse
 

@@ -32,8 +32,9 @@ from wuu.generated.models import (
 )
 from wuu.host.userhost import UnixServer, UserHost
 from wuu.host.userhost import http as http_module
+from wuu.host.userhost.address import HttpAddress
 from wuu.host.userhost.cli import main
-from wuu.host.userhost.http import HTTP_STATUS, HttpAddress, HttpServer
+from wuu.host.userhost.http import HTTP_STATUS, HttpServer
 from wuu.host.userhost.personal import personal
 from wuu.host.userhost.tokens import TOKENS_FILE, TokenStore
 

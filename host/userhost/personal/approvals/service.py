@@ -386,7 +386,9 @@ class ApprovalService:
                     return
             claim = None if lease is None else asdict(lease)
             claimed = await self._ledger.move(card_id, ApprovalStatus.RUNNING, self._clock(), lease=claim)
-            if claimed is None:
+            if claimed is None:  # cancelled meanwhile: the lease claimed nothing
+                if lease is not None:
+                    await self._release(lease, "not_claimed")
                 return
             self._notify(claimed)
             started = self._clock()

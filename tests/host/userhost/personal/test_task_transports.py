@@ -15,8 +15,9 @@ import aiohttp
 
 from wuu.generated import models as m
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.address import HttpAddress
 from wuu.host.userhost.client import UserHostClient
-from wuu.host.userhost.http import HttpAddress, HttpServer
+from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.personal import no_authorization, personal
 from wuu.host.userhost.tokens import TOKENS_FILE, TokenStore
 
