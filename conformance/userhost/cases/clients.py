@@ -228,7 +228,8 @@ async def stalled_reader(host: HostSession) -> None:
     """A socket client that asks for maximal attachment chunks and never reads is disconnected before it is
     owed max_client_queue_bytes + max_frame_bytes (then it only sends cancels, whose answers are small, for up
     to the reply timeout); meanwhile another client's requests are answered as before (its slowest wait is
-    under a third of the stall, or within 20 times its 90th percentile before the stall), and after it."""
+    under half the stall, or within 20 times its 90th percentile before the stall: a loaded 2-core machine
+    was seen to pause it for a third of the stall), and after it."""
     main = await open_main(host)
     steady = await host.client()
     receipt = await send(
@@ -260,7 +261,7 @@ async def stalled_reader(host: HostSession) -> None:
         f"the host did not disconnect a client that read none of the answers to {STALL_LIMIT} reads of "
         f"{USERHOST_ATTACHMENT_READ_MAX_CHARS} base64 characters (over {OWED} bytes)",
     )
-    slowest, allowed = max(during), max(stall.seconds / 3, 20 * ninetieth(baseline))
+    slowest, allowed = max(during), max(stall.seconds / 2, 20 * ninetieth(baseline))
     host.expect(
         slowest <= allowed,
         f"while a client did not read, another client waited {slowest * 1e3:.1f} ms for an answer "
