@@ -8,7 +8,7 @@ TYPECHECK := .typecheck
 # The runtime packages that exist so far (each folder is the package wuu.<folder>).
 PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
 
-.PHONY: all venv generate check-generated lint breaking typecheck test chaos conformance bench docker-image clean
+.PHONY: all venv bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image clean
 
 all: test
 
@@ -19,6 +19,11 @@ $(READY): pyproject.toml setup.py
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
+
+## bytecode: compile the checkout's modules once. Where PYTHONDONTWRITEBYTECODE is set (as on CI) every
+## spawned worker and host would otherwise compile them from source again (a third of a host's start-up).
+bytecode: $(READY)
+	$(PY) -m compileall -q -j 0 $(PACKAGES) tests tools >/dev/null
 
 ## generate: spec/ -> generated/ (deterministic; commit the result)
 generate: $(READY)
@@ -50,30 +55,31 @@ typecheck: $(READY)
 	MYPYPATH=$(TYPECHECK) $(PY) -m mypy $(foreach pkg,$(PACKAGES),-p wuu.$(pkg))
 
 ## test: everything CI checks (drift, lint, types, tests)
-test: check-generated lint
+test: check-generated lint bytecode
 	$(PY) -m pytest -q -n 2
 
 ## chaos: the fault campaign at full size, one table (fuzz, EOF/output failure, kill -9 per backend and of the
 ## Personal host during approvals, background tasks and memory corrections, path escapes, schemathesis with 1000 examples per operation, token races,
-## two user hosts on one home, slot squatting, header slowloris);
+## two user hosts on one home, slot squatting, header slowloris; kill -9 of the legacy ledger migration);
 ## CHAOS_ARGS passes --seed/--only/--json; `make test` runs every row small (tests/chaos)
-chaos: $(READY)
+chaos: bytecode
 	$(PY) -m tools.chaos $(CHAOS_ARGS)
 	WUU_DIFFERENTIAL_EXAMPLES=1000 $(PY) -m pytest -q -n 2 tests/spec/test_differential.py
+	WUU_CHAOS_SCALE=8 $(PY) -m pytest -q tests/host/userhost/review/test_chaos.py
 
 ## conformance: both suites against the reference implementations: the worker suite against the native
 ## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)
 USERHOST := $(VENV)/bin/wuu-userhost serve --home {home} --user-space {user_space} \
 	--product-domain {product_domain} --composition-profile personal --isolation {isolation} --stdio \
 	--listen unix:{socket}
-conformance: $(READY)
+conformance: bytecode
 	@mkdir -p build
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-native.json -- $(PY) -m wuu.worker
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-node.json -- node conformance/examples/node/worker.mjs
 	$(VENV)/bin/wuu-conformance run --suite userhost --jobs 2 --json build/conformance-userhost.json -- $(USERHOST)
 
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
-bench: $(READY)
+bench: bytecode
 	$(PY) -m tools.bench $(BENCH_ARGS)
 
 ## docker-image: the worker image for the docker backend, built offline (debootstrap + this checkout)

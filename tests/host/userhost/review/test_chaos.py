@@ -5,7 +5,8 @@ checkpoint after its commit. After every kill an inspection finds one of the two
 - `already-migrated`, the marker committed, and the destination holding exactly the source's rows;
 - `migration-required`, no marker, and the destination untouched: absent, or with no table and no row.
 
-The source is byte-identical after every kill. `WUU_CHAOS_SCALE` (default 1) multiplies the number of kills.
+The source is byte-identical after every kill. `make test` kills once at each of the five points; `make chaos`
+sets `WUU_CHAOS_SCALE` to 8 (40 kills).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ from wuu.host.userhost.review.snapshot import read_source
 from wuu.host.userhost.storage.review_ledger.frozen import freeze
 
 SCALE = int(os.environ.get("WUU_CHAOS_SCALE", "1"))
-KILLS = 10 * SCALE
 ACTIONS = 20_000
 """Enough rows (about 67,000) that the import's transaction spills into the WAL for a while before its commit."""
 PHASES = ("source", "import", "import", "import", "checkpoint")
+KILLS = len(PHASES) * SCALE
 
 
 @dataclass(frozen=True)
