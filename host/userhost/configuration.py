@@ -49,7 +49,8 @@ def load_configuration(given: str | None, home: Path) -> Configuration:
 
 def _read(path: Path, label: str, *, missing_ok: bool) -> Configuration:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = json.loads(text)
     except FileNotFoundError:
         if missing_ok:
             return Configuration()
@@ -65,4 +66,5 @@ def _read(path: Path, label: str, *, missing_ok: bool) -> Configuration:
             for error in found
         )
         raise ConfigurationError("\n".join(problems))
-    return Configuration(UserConfiguration.model_validate(document, strict=True), path, label)
+    # From the text: strict JSON validation takes an enum's value as its string.
+    return Configuration(UserConfiguration.model_validate_json(text, strict=True), path, label)
