@@ -114,16 +114,20 @@ def _composers(
     session_domain = selected.provider(SESSION_DOMAIN)
     assert session_domain is not None  # wuu.personal requires it: the profile was refused without it
     authorization = selected.provider(AUTHORIZATION)
+    # Both are checked, so that one message names every problem of the configuration.
     problems: list[str] = []
-    choices: list[Any] = []
-    for build in (_model, _execution):
-        try:
-            choices.append(build(args, configuration))
-        except UsageError as error:
-            problems.append(str(error))
+    model: ModelAdapter | None = None
+    execution: ExecutionChoice | None = None
+    try:
+        model = _model(args, configuration)
+    except UsageError as error:
+        problems.append(str(error))
+    try:
+        execution = _execution(args, configuration)
+    except UsageError as error:
+        problems.append(str(error))
     if problems:
         raise UsageError("\n".join(problems))
-    model, execution = choices
     return [
         personal(
             model=model,

@@ -213,3 +213,35 @@ def test_a_profile_of_the_personal_plugin_is_refused_on_another_domain(home: Pat
     stderr = refused(home, *coding, "--config", str(config))
     assert f"--config: {config}: composition_profile: the profile 'personal' selects wuu.personal" in stderr
     assert list(home.iterdir()) == []
+
+
+def test_the_model_and_execution_errors_of_a_file_are_reported_together(home: Path, tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "wuu.json",
+        {
+            "composition_profile": "personal",
+            "model": {"kind": "stand_in", "base_url": "https://llm.example/v1"},
+            "execution_environments": {"default": "remote"},
+        },
+    )
+    stderr = refused(home, "--config", str(config))
+    assert f"--config: {config}: model.base_url: only an 'openai_chat' model has one" in stderr
+    assert f"--config: {config}: execution_environments.default: no profile is named 'remote'" in stderr
+    # The flags' files replace the file's keys: with both given, the file's wrong values are not used.
+    model = write(tmp_path / "model.json", {"kind": "stand_in"})
+    environments = write(tmp_path / "environments.json", {"execution_environments": {}})
+    stderr = refused(home, "--config", str(config), "--model-config", str(model), "--execution-profile", "x")
+    assert "model.base_url" not in stderr and "execution_environments.default" in stderr
+    stderr = refused(
+        home,
+        "--config",
+        str(config),
+        "--model-config",
+        str(model),
+        "--execution-config",
+        str(environments),
+        "--execution-profile",
+        "x",
+    )
+    assert "--execution-config: " in stderr and "no profile is named 'x'" in stderr and "remote" not in stderr
+    assert list(home.iterdir()) == []
