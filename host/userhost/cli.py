@@ -7,7 +7,9 @@ this process's stdin and stdout), `--listen unix:PATH` (up to 16 clients on a Un
 directory), `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`, and `--http 127.0.0.1:PORT`. Every TCP listener
 authenticates its clients, on loopback too, with the tokens of `wuu-userhost token create` (HTTP's
 `Authorization: Bearer`, gRPC's `authorization` metadata). It runs until SIGTERM or SIGINT; with `--stdio` as its
-only transport, it ends once that client has gone and the work it admitted has finished. Logs are JSON
+only transport, it ends once that client has gone and the work it admitted has finished. It reads the
+configuration `--config` names (an absolute path), else `<home>/config.json` when it exists, and composes the
+profile `--composition-profile` or that configuration names (host/userhost/compositions.py). Logs are JSON
 lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
 or the startup error code).
 """
