@@ -53,7 +53,7 @@ class SelectedComposition:
         `base` is this one); CompositionError naming `where` when the patch is wrong."""
         problems: list[str] = []
         result = _apply(self, patch, where, shipped_catalog(), problems)
-        if problems:
+        if result is None:
             raise CompositionError("\n".join(problems))
         return result
 
