@@ -52,8 +52,11 @@ class SelectedComposition:
         """This composition with a patch's modules, bindings and exclusions applied (as a profile whose
         `base` is this one); CompositionError naming `where` when the patch is wrong."""
         problems: list[str] = []
-        result = _apply(self, patch, where, shipped_catalog(), problems)
-        if result is None:
+        catalog = shipped_catalog()
+        result = _apply(self, patch, where, catalog, problems)
+        if result is not None:
+            problems.extend(f"{where}: {problem}" for problem in _unmet(result, catalog))
+        if result is None or problems:
             raise CompositionError("\n".join(problems))
         return result
 
@@ -131,12 +134,14 @@ def _resolve(
     )
     result: SelectedComposition | None = None
     if profile.base is None:
+        before = len(problems)
         if profile.modules is None:
             problems.append(f"{where}: gives neither modules nor base")
         for patch in ("add_modules", "remove_modules"):
             if getattr(profile, patch) is not None:
                 problems.append(f"{where}.{patch}: a patch needs a base profile")
-        result = _apply(SelectedComposition(name, frozenset(), {}), profile, where, catalog, problems)
+        if len(problems) == before:
+            result = _apply(SelectedComposition(name, frozenset(), {}), profile, where, catalog, problems)
     elif profile.modules is not None:
         problems.append(
             f"{where}: gives both modules and base; a profile lists its modules or patches a base"
@@ -153,18 +158,21 @@ def _resolve(
             result = _apply(base, profile, where, catalog, problems)
     if result is not None:
         result = SelectedComposition(name, result.modules, result.services)
-        for module in sorted(result.modules):
-            for service in catalog.modules[module].requires:
-                if result.provider(service) is None:
-                    problems.append(
-                        f"{where}: {module} requires the service {service}, which it binds no provider"
-                    )
-                    result = None
-                    break
-            if result is None:
-                break
+        unmet = _unmet(result, catalog)
+        problems.extend(f"{where}: {problem}" for problem in unmet)
+        result = None if unmet else result
     resolved[name] = result
     return result
+
+
+def _unmet(selected: SelectedComposition, catalog: CompositionCatalog) -> list[str]:
+    """The services that a selected module requires and the composition binds no provider for."""
+    return [
+        f"{module} requires the service {service}, which it binds no provider"
+        for module in sorted(selected.modules)
+        for service in catalog.modules[module].requires
+        if selected.provider(service) is None
+    ]
 
 
 def _apply(
