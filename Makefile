@@ -8,7 +8,7 @@ TYPECHECK := .typecheck
 # The runtime packages that exist so far (each folder is the package wuu.<folder>).
 PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
 
-.PHONY: all venv bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image clean
+.PHONY: all venv bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal clean
 
 all: test
 
@@ -81,6 +81,14 @@ conformance: bytecode
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: bytecode
 	$(PY) -m tools.bench $(BENCH_ARGS)
+
+## dev: a local Personal host of the demo space in the foreground until Ctrl-C, printing how to connect
+## (python -m tools.dev); WUU_HOME=/absolute/path keeps its data, else the home is a throw-away folder
+dev: bytecode
+	$(PY) -m tools.dev
+
+## dev-personal: an alias of dev
+dev-personal: dev
 
 ## docker-image: the worker image for the docker backend, built offline (debootstrap + this checkout)
 docker-image: $(READY)

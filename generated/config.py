@@ -27,6 +27,85 @@ class CloudNetworkMode(StrEnum):
     """
 
 
+ProductDomain = TypeAliasType(
+    "ProductDomain", Annotated[str, Field(pattern=compile("^[a-z][a-z0-9_-]{0,63}\\Z"))]
+)
+
+CompositionModuleId = TypeAliasType(
+    "CompositionModuleId",
+    Annotated[
+        str,
+        Field(
+            max_length=128,
+            pattern=compile("^[a-z][a-z0-9]*(\\.[a-z0-9][a-z0-9-]*)+\\Z"),
+            title="CompositionModuleId",
+        ),
+    ],
+)
+"""
+The ID of a composition module: dot-separated lowercase segments, the first the module's owner (`wuu.personal`, `wuu.client-input-receipts`).
+"""
+
+CompositionProfileName = TypeAliasType(
+    "CompositionProfileName",
+    Annotated[
+        str,
+        Field(pattern=compile("^[a-z][a-z0-9_-]{0,63}\\Z"), title="CompositionProfileName"),
+    ],
+)
+"""
+The name of a composition profile: a lowercase ASCII letter, then up to 63 lowercase letters, digits, `_` or `-`.
+"""
+
+CompositionProviderId = TypeAliasType(
+    "CompositionProviderId",
+    Annotated[
+        str,
+        Field(
+            max_length=128,
+            pattern=compile("^[a-z][a-z0-9]*(\\.[a-z0-9][a-z0-9-]*)+\\Z"),
+            title="CompositionProviderId",
+        ),
+    ],
+)
+"""
+The ID of a provider of a service (`wuu.session-domain.sqlite`, `wuu.authorization.native`).
+"""
+
+
+class CompositionService(WireModel):
+    """
+    A service of the installation and the providers it ships for it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    description: str
+    """
+    What the service does.
+    """
+    providers: dict[CompositionProviderId, str]
+    """
+    The installation's providers of the service, each with what it is.
+    """
+
+
+CompositionServiceId = TypeAliasType(
+    "CompositionServiceId",
+    Annotated[
+        str,
+        Field(
+            max_length=128,
+            pattern=compile("^[a-z][a-z0-9-]*(\\.[a-z][a-z0-9-]*)+\\Z"),
+            title="CompositionServiceId",
+        ),
+    ],
+)
+"""
+The ID of a service that modules use and one provider implements, without its version (`session.domain`, `execution.authorization`, `review.ledger`).
+"""
+
 ContainerImageReference = TypeAliasType(
     "ContainerImageReference",
     Annotated[
@@ -59,6 +138,21 @@ class ContainerNetworkMode(StrEnum):
     HOST = "host"
     """
     No network namespace of its own: the environment shares the host's network, including services bound to the host's loopback. Docker `--network host`; the Singularity/Apptainer default.
+    """
+
+
+class ModelConfigurationKind(StrEnum):
+    """
+    The kinds of model a Personal host can use.
+    """
+
+    STAND_IN = "stand_in"
+    """
+    The deterministic stand-in: no endpoint, no key.
+    """
+    OPENAI_CHAT = "openai_chat"
+    """
+    An OpenAI-compatible chat-completions endpoint.
     """
 
 
@@ -424,6 +518,112 @@ class CommandExecutionProfile(WireModel):
     """
 
 
+class CompositionModule(WireModel):
+    """
+    A module of the installation: what it adds to a host, and the services it uses.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    description: str
+    """
+    What the module adds to a host.
+    """
+    requires: Annotated[list[CompositionServiceId], Field(json_schema_extra={"x-unique-items": True})]
+    """
+    The services the module cannot work without: a profile that selects the module MUST bind each of them, or it is a configuration error.
+    """
+    uses: Annotated[list[CompositionServiceId], Field(json_schema_extra={"x-unique-items": True})]
+    """
+    The services the module works without: when one is excluded (or unbound), the module refuses what needs it, and no fallback takes its place.
+    """
+    product_domains: Annotated[
+        list[ProductDomain] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    The product domains whose hosts may compose the module; absent, any. A host bound to another domain refuses a profile that selects it (the Personal plugin composes only on a `personal` host).
+    """
+
+
+class CompositionProfile(WireModel):
+    """
+    One composition profile: a module list, given whole (`modules`) or as patches against a base profile (`base` with `add_modules` and `remove_modules`), with the provider bound to each service the modules use (`services`) and the services that have none (`exclusions`). A profile gives `modules` or `base`, never both; `add_modules` and `remove_modules` need `base`. Bindings and exclusions are authoritative: a service the profile excludes, or that no binding names, has no provider, and no native or bundled fallback takes its place; a module that cannot work without it is a configuration error, a module that can (a background task's `execution.authorization`) refuses the work that needs it. Each module and provider named MUST be one of the installation's catalog (`CompositionCatalog`); a name it does not have is a configuration error, never ignored.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    description: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, max_length=1024)] = None
+    """
+    What the profile is for, for people.
+    """
+    base: Annotated[CompositionProfileName | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The profile this one patches: a shipped profile or another configured one (no cycle). This profile starts from the base's modules, bindings and exclusions, then applies its own patches, bindings and exclusions.
+    """
+    modules: Annotated[
+        list[CompositionModuleId] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=64,
+        ),
+    ] = None
+    """
+    The explicit module list of a profile without `base`: exactly these modules are composed. A module it leaves out is not composed (a list without `wuu.client-input-receipts` admits no input receipts).
+    """
+    add_modules: Annotated[
+        list[CompositionModuleId] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=64,
+        ),
+    ] = None
+    """
+    Patch: modules added to the base's list. Adding one the base already has is a configuration error naming this field.
+    """
+    remove_modules: Annotated[
+        list[CompositionModuleId] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=64,
+        ),
+    ] = None
+    """
+    Patch: modules removed from the base's list. Removing one the base does not have is a configuration error naming this field.
+    """
+    services: Annotated[
+        dict[CompositionServiceId, CompositionProviderId] | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=64),
+    ] = None
+    """
+    The service bindings: each service's provider, by service ID. A binding replaces the base's binding or exclusion of the same service. The provider MUST be one the catalog lists for that service.
+    """
+    exclusions: Annotated[
+        list[CompositionServiceId] | None,
+        Field(
+            json_schema_extra={"x-unique-items": True, "x-not-null": True},
+            max_length=64,
+        ),
+    ] = None
+    """
+    Services with no provider: each replaces the base's binding of the same service. A service both bound in `services` and excluded here is a configuration error.
+    """
+
+
+CompositionProfiles = TypeAliasType(
+    "CompositionProfiles",
+    Annotated[
+        dict[CompositionProfileName, CompositionProfile],
+        Field(max_length=64, title="CompositionProfiles"),
+    ],
+)
+"""
+Composition profiles by name. A configured profile MUST NOT take the name of a shipped one: the shipped profiles are fixed, and a custom profile patches one by naming it as its `base`.
+"""
+
+
 class DaytonaExecutionProfile(WireModel):
     """
     A Daytona sandbox. The host transport needs Python 3.10 or later with the `daytona` SDK and configured Daytona credentials. With `persistent`, the sandbox is stopped instead of deleted.
@@ -667,6 +867,56 @@ class ModalExecutionProfile(WireModel):
     """
 
 
+class ModelConfiguration(WireModel):
+    """
+    Which model a Personal host uses, the object `--model-config` reads from its file. `stand_in` (the default) is the deterministic stand-in and takes no endpoint field; `openai_chat` is an OpenAI-compatible chat-completions endpoint and needs `base_url` and `model`. A field the kind does not take is a configuration error naming it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    kind: Annotated[ModelConfigurationKind, Field(json_schema_extra={"x-not-null": True})] = (
+        ModelConfigurationKind.STAND_IN
+    )
+    """
+    The kind of model.
+    """
+    base_url: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            max_length=2048,
+            pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+",
+        ),
+    ] = None
+    """
+    `openai_chat`: the endpoint's http or https URL with a host, the part before `/chat/completions`.
+    """
+    model: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=256, min_length=1),
+    ] = None
+    """
+    `openai_chat`: the model's name.
+    """
+    api_key_env: Annotated[
+        str | None,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            max_length=256,
+            pattern="^[A-Za-z_][A-Za-z0-9_]*\\Z",
+        ),
+    ] = None
+    """
+    `openai_chat`: the environment variable holding the API key, sent as a bearer token; absent, no key is sent. The key itself is never configured in a file.
+    """
+    timeout: Annotated[float, Field(gt=0.0, json_schema_extra={"x-not-null": True}, le=3600.0)] = 30
+    """
+    The seconds one model call may take.
+    """
+
+
 class SingularityExecutionProfile(WireModel):
     """
     A Singularity container started from a worker image with the installed `singularity` runtime. Resource and network settings use the runtime's CPU, memory and network-namespace options, which the host's runtime configuration must permit.
@@ -739,6 +989,32 @@ class SingularityExecutionProfile(WireModel):
     """
 
 
+class CompositionCatalog(WireModel):
+    """
+    What an installation can compose (`spec/data/composition_catalog.json`): its modules, its services with their providers, and its shipped profiles. A host implements exactly these; a profile that names anything else is refused.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["CompositionCatalog"], Field(alias="schema")]
+    """
+    Names the def that validates this document (`CompositionCatalog`), for data files that carry their own type.
+    """
+    modules: dict[CompositionModuleId, CompositionModule]
+    """
+    The installation's modules, by ID.
+    """
+    services: dict[CompositionServiceId, CompositionService]
+    """
+    The installation's services, by ID.
+    """
+    profiles: CompositionProfiles
+    """
+    The shipped profiles, by name. `personal` is the shipped Personal bundle.
+    """
+
+
 ExecutionProfile = TypeAliasType(
     "ExecutionProfile",
     Annotated[
@@ -787,18 +1063,26 @@ class UserConfiguration(WireModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        regex_engine="python-re",
     )
     composition_profile: Annotated[
-        str | None,
-        Field(json_schema_extra={"x-not-null": True}, pattern="^[a-z][a-z0-9_-]{0,63}\\Z"),
+        CompositionProfileName | None, Field(json_schema_extra={"x-not-null": True})
     ] = None
     """
-    The configured composition profile: what a host composes, and which providers it selects, when no `--composition-profile` overrides it. `personal` selects the Personal plugin and the bundled review-ledger provider `wuu.review-ledger.sqlite` (`spec/data/review_ledger_sqlite.json`).
+    The configured composition profile (`CompositionProfile`): what a host composes, and which providers it binds, when no `--composition-profile` overrides it. A shipped profile (`spec/data/composition_catalog.json`: `personal`, the Personal bundle, which binds the review-ledger provider `wuu.review-ledger.sqlite` among others) or one of `composition_profiles`. Without it and without the flag, a host composes nothing.
+    """
+    composition_profiles: Annotated[
+        CompositionProfiles | None, Field(json_schema_extra={"x-not-null": True})
+    ] = None
+    """
+    The user's own composition profiles, by name (`CompositionProfiles`).
+    """
+    model: Annotated[ModelConfiguration | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The model of the Personal main agent and of automatic review, unless `--model-config` names a file holding one (the flag wins).
     """
     execution_environments: Annotated[
         ExecutionEnvironments | None, Field(json_schema_extra={"x-not-null": True})
     ] = None
     """
-    The execution profiles (`ExecutionEnvironments`).
+    The execution profiles (`ExecutionEnvironments`): where approved Personal actions run, unless `--execution-config` names a file holding them (the flag wins).
     """

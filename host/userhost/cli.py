@@ -7,7 +7,9 @@ this process's stdin and stdout), `--listen unix:PATH` (up to 16 clients on a Un
 directory), `--grpc unix:PATH` or `--grpc 127.0.0.1:PORT`, and `--http 127.0.0.1:PORT`. Every TCP listener
 authenticates its clients, on loopback too, with the tokens of `wuu-userhost token create` (HTTP's
 `Authorization: Bearer`, gRPC's `authorization` metadata). It runs until SIGTERM or SIGINT; with `--stdio` as its
-only transport, it ends once that client has gone and the work it admitted has finished. Logs are JSON
+only transport, it ends once that client has gone and the work it admitted has finished. It reads the
+configuration `--config` names (an absolute path), else `<home>/config.json` when it exists, and composes the
+profile `--composition-profile` or that configuration names (host/userhost/compositions.py). Logs are JSON
 lines on stderr. Exit status: 0 after a clean stop, 2 when it cannot start (the message names the flag
 or the startup error code).
 """
@@ -28,23 +30,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.models import UserHostIsolationMode
+from wuu.generated.models import CompositionProfile, UserHostIsolationMode
 from wuu.worker.stdio import stdio_problem
 
 from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
 from .authority import Composer, UserHost
+from .compositions import (
+    AUTHORIZATION,
+    PERSONAL_MODULE,
+    RECEIPTS_MODULE,
+    SESSION_DOMAIN,
+    CompositionError,
+    SelectedComposition,
+    select_profile,
+)
+from .configuration import Configuration, ConfigurationError, load_configuration
 from .errors import UserHostStartError
 from .idle import DEFAULT_IDLE_SECONDS
 from .personal import (
-    AuthorizationChoice,
+    AUTHORIZATION_PROVIDERS,
+    SESSION_DOMAIN_PROVIDERS,
+    ModelAdapter,
     ModelConfig,
     StoreError,
     StoreVersionError,
-    native_authorization,
     no_authorization,
     personal,
 )
-from .personal.approvals.execution import ExecutionConfigError, load_profile
+from .personal.approvals.execution import (
+    ExecutionChoice,
+    ExecutionConfigError,
+    configured_profile,
+    load_profile,
+)
+from .personal.model import ModelConfigError
 from .server import Server
 from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
@@ -53,33 +72,83 @@ from .unix import SocketInUse, UnixServer
 log = logging.getLogger("wuu.host.userhost")
 
 
-def _personal(args: argparse.Namespace) -> list[Composer]:
-    """The Personal module with the model and the execution profile of `serve`'s flags."""
-    model = None
+def _model(args: argparse.Namespace, configuration: Configuration) -> ModelAdapter | None:
+    """The model of `--model-config`'s file, else the configuration's `model`, else None (the stand-in)."""
     if args.model_config is not None:
         try:
-            model = ModelConfig.parse(json.loads(args.model_config.read_text(encoding="utf-8"))).adapter()
+            return ModelConfig.parse(json.loads(args.model_config.read_text(encoding="utf-8"))).adapter()
         except (OSError, ValueError) as error:  # ModelConfigError and JSON errors are ValueErrors
             raise UsageError(f"--model-config: {args.model_config}: {error}") from None
-    execution = None
-    if args.execution_config is not None:
-        try:
-            execution = load_profile(args.execution_config, args.execution_profile)
-        except ExecutionConfigError as error:
-            raise UsageError(f"--execution-config: {error}") from None
-    elif args.execution_profile is not None:
-        raise UsageError("--execution-profile: needs --execution-config, the file that defines the profile")
-    authorization = AUTHORIZATION_PROVIDERS[args.authorization or "native"]
-    return [personal(model=model, execution=execution, authorization=authorization)]
+    configured = configuration.content.model
+    if configured is None:
+        return None
+    try:
+        return ModelConfig.parse(configured.to_wire()).adapter()
+    except ModelConfigError as error:
+        raise UsageError(f"{configuration.field_label('model')}.{error}") from None
 
 
-# The `execution.authorization@1` providers `--authorization` selects, by name.
-AUTHORIZATION_PROVIDERS: dict[str, AuthorizationChoice] = {
-    "native": native_authorization,
-    "none": no_authorization,
+def _execution(args: argparse.Namespace, configuration: Configuration) -> ExecutionChoice | None:
+    """The execution profile of `--execution-config`'s file, else of the configuration's
+    `execution_environments`, else None (a local native worker); `--execution-profile` names the profile."""
+    try:
+        if args.execution_config is not None:
+            return load_profile(args.execution_config, args.execution_profile)
+        environments = configuration.content.execution_environments
+        if environments is not None:
+            return configured_profile(environments.to_wire(), configuration.label, args.execution_profile)
+    except ExecutionConfigError as error:
+        raise UsageError(f"--execution-config: {error}" if args.execution_config else str(error)) from None
+    if args.execution_profile is not None:
+        raise UsageError(
+            "--execution-profile: needs --execution-config, the file that defines the profile, or the "
+            "configuration's execution_environments"
+        )
+    return None
+
+
+def _composers(
+    selected: SelectedComposition, args: argparse.Namespace, configuration: Configuration
+) -> list[Composer]:
+    """The modules a resolved profile selects, built on the providers it binds and the flags' settings."""
+    if not selected.selects(PERSONAL_MODULE):
+        return []
+    session_domain = selected.provider(SESSION_DOMAIN)
+    assert session_domain is not None  # wuu.personal requires it: the profile was refused without it
+    authorization = selected.provider(AUTHORIZATION)
+    # Both are checked, so that one message names every problem of the configuration.
+    problems: list[str] = []
+    model: ModelAdapter | None = None
+    execution: ExecutionChoice | None = None
+    try:
+        model = _model(args, configuration)
+    except UsageError as error:
+        problems.append(str(error))
+    try:
+        execution = _execution(args, configuration)
+    except UsageError as error:
+        problems.append(str(error))
+    if problems:
+        raise UsageError("\n".join(problems))
+    return [
+        personal(
+            model=model,
+            execution=execution,
+            provider=SESSION_DOMAIN_PROVIDERS[session_domain],
+            authorization=no_authorization
+            if authorization is None
+            else AUTHORIZATION_PROVIDERS[authorization],
+            input_receipts=selected.selects(RECEIPTS_MODULE),
+        )
+    ]
+
+
+# What `--authorization` patches into the selected profile: a binding of the `execution.authorization`
+# service, or its exclusion (no task can start, and no fallback applies).
+AUTHORIZATION_PATCHES: dict[str, CompositionProfile] = {
+    "native": CompositionProfile(services={AUTHORIZATION: "wuu.authorization.native"}),
+    "none": CompositionProfile(exclusions=[AUTHORIZATION]),
 }
-# The composition profiles this installation can compose, by name: each gives the modules to build.
-COMPOSITION_PROFILES: dict[str, Callable[[argparse.Namespace], list[Composer]]] = {"personal": _personal}
 _RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({})))
 
 
@@ -121,7 +190,16 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--composition-profile",
         metavar="NAME",
-        help="the composition to load: personal (the Personal plugin and its store); none by default",
+        help="the composition profile to load: personal (the Personal plugin, its store and input receipts) or "
+        "one of the configuration's composition_profiles; default: the configuration's composition_profile, "
+        "else none",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the absolute path of the user configuration to load (JSON, spec/schema/config/"
+        "user_configuration.schema.json; default: HOME/config.json when it exists, nothing else); flags "
+        "override what it configures",
     )
     serve.add_argument(
         "--model-config",
@@ -143,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--authorization",
-        choices=sorted(AUTHORIZATION_PROVIDERS),
+        choices=sorted(AUTHORIZATION_PATCHES),
         help="personal: the execution.authorization@1 provider of background tasks: native (the default: local "
         "installation authority only) or none (no task can start)",
     )
@@ -345,11 +423,20 @@ def _transports(args: argparse.Namespace) -> list[_Transport]:
     return transports
 
 
-async def serve(args: argparse.Namespace) -> int:
-    """Start the host and its transports, and serve until told to stop."""
-    transports = _transports(args)
-    home = _home(args.home)
-    modules: list[Composer] = []
+def _composition(args: argparse.Namespace, home: Path) -> tuple[Configuration, SelectedComposition | None]:
+    """The configuration (`--config`, else the user configuration under the home) and the profile it or
+    `--composition-profile` selects, with `--authorization` applied; None when no profile is selected (the
+    binding never selects one)."""
+    try:
+        configuration = load_configuration(args.config, home)
+    except ConfigurationError as error:
+        raise UsageError(str(error)) from None
+    name, where = args.composition_profile, "--composition-profile"
+    if name is None and configuration.content.composition_profile is not None:
+        name, where = (
+            configuration.content.composition_profile,
+            configuration.field_label("composition_profile"),
+        )
     personal_flags = [
         flag
         for flag, value in (
@@ -360,23 +447,37 @@ async def serve(args: argparse.Namespace) -> int:
         )
         if value is not None
     ]
-    if personal_flags and args.composition_profile != "personal":
-        raise UsageError(
-            f"{personal_flags[0]}: configures the personal composition profile, which is not loaded"
-        )
-    if args.composition_profile is not None:
-        if args.composition_profile not in COMPOSITION_PROFILES:
-            known = ", ".join(sorted(COMPOSITION_PROFILES)) or "none"
+    if name is None:
+        if personal_flags:
             raise UsageError(
-                f"--composition-profile: no profile {args.composition_profile!r} in this installation "
-                f"(available: {known})"
+                f"{personal_flags[0]}: configures the personal composition profile, which is not loaded"
             )
-        modules = COMPOSITION_PROFILES[args.composition_profile](args)
+        return configuration, None
+    try:
+        selected = select_profile(name, where, configuration, product_domain=args.product_domain)
+        if args.authorization is not None:
+            selected = selected.patched(AUTHORIZATION_PATCHES[args.authorization], "--authorization")
+    except CompositionError as error:
+        raise UsageError(str(error)) from None
+    if personal_flags and not selected.selects(PERSONAL_MODULE):
+        raise UsageError(
+            f"{personal_flags[0]}: configures the {PERSONAL_MODULE} module, which the profile {name!r} does "
+            "not select"
+        )
+    return configuration, selected
+
+
+async def serve(args: argparse.Namespace) -> int:
+    """Start the host and its transports, and serve until told to stop."""
+    transports = _transports(args)
+    home = _home(args.home)
+    configuration, selected = _composition(args, home)
+    modules = _composers(selected, args, configuration) if selected is not None else []
     host = await UserHost.start(
         user_space_id=args.user_space,
         product_domain=args.product_domain,
         home=home,
-        composition_profile=args.composition_profile,
+        composition_profile=selected.name if selected is not None else None,
         isolation=args.isolation,
         compose=modules,
     )

@@ -9,6 +9,8 @@ personal`) adds to a host; `SessionDomain` is the provider interface a replaceme
 from .agent import Agent, AgentStep, ModelContext
 from .authorization import AuthorizationProvider
 from .composition import (
+    AUTHORIZATION_PROVIDERS,
+    SESSION_DOMAIN_PROVIDERS,
     AuthorizationChoice,
     native_authorization,
     no_authorization,
@@ -24,8 +26,10 @@ from .sqlite.sessions import StoreError
 from .sqlite.store import SqliteSessionDomain
 
 __all__ = [
+    "AUTHORIZATION_PROVIDERS",
     "FINGERPRINT",
     "PLUGIN_ID",
+    "SESSION_DOMAIN_PROVIDERS",
     "Agent",
     "AgentStep",
     "AuthorizationChoice",

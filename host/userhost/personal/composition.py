@@ -69,6 +69,13 @@ def no_authorization(store: SessionDomain) -> AuthorizationProvider | None:
     return None
 
 
+SESSION_DOMAIN_PROVIDERS: dict[str, ProviderFactory] = {"wuu.session-domain.sqlite": sqlite_provider}
+"""The `session.domain` providers of this installation, by their IDs in spec/data/composition_catalog.json."""
+AUTHORIZATION_PROVIDERS: dict[str, AuthorizationChoice] = {"wuu.authorization.native": native_authorization}
+"""The `execution.authorization` providers of this installation, by their catalog IDs; a composition that
+binds none selects `no_authorization`."""
+
+
 def personal(
     *,
     agent: Agent | None = None,

@@ -401,9 +401,11 @@ class ModelConfigError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which model the Personal host uses. `stand_in` (the default) needs nothing else; `openai_chat` needs
-    `base_url` (http or https, the part before `/chat/completions`) and `model`, and reads its key from the
-    environment variable `api_key_env` (none sent when absent). `timeout` is the seconds one call may take.
+    """Which model the Personal host uses (`ModelConfiguration`, spec/schema/config/user_configuration.schema.json:
+    the object of a `--model-config` file and the configuration's `model`). `stand_in` (the default) needs
+    nothing else; `openai_chat` needs `base_url` (http or https, the part before `/chat/completions`) and
+    `model`, and reads its key from the environment variable `api_key_env` (none sent when absent). `timeout`
+    is the seconds one call may take.
     """
 
     kind: ModelKind = "stand_in"

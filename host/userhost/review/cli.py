@@ -53,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
         "--config names",
     )
     migration.add_argument(
-        "--config", metavar="FILE", help="the absolute path of the host's explicit configuration file (JSON)"
+        "--config",
+        metavar="FILE",
+        help="the absolute path of the host's configuration file (JSON; default: HOME/config.json when it exists)",
     )
     migration.add_argument(
         "--home", metavar="DIR", help="the absolute home of the host's data (default: $WUU_HOME, else ~/.wuu)"
@@ -87,9 +89,6 @@ def run(args: argparse.Namespace) -> str:
         raise ReviewLedgerError(
             f"--composition-profile: {args.composition_profile!r} is not a valid profile name"
         )
-    config = Path(args.config) if args.config is not None else None
-    if config is not None and not config.is_absolute():
-        raise ReviewLedgerError(f"--config: {args.config!r} is not an absolute path")
     expected = args.expect_source_digest
     if args.apply and expected is None:
         raise ReviewLedgerError(
@@ -101,7 +100,7 @@ def run(args: argparse.Namespace) -> str:
         raise ReviewLedgerError(
             f"--expect-source-digest: {expected!r} is not a lowercase hexadecimal SHA-256"
         )
-    selection = select(_home(args.home), args.user_space, args.composition_profile, config)
+    selection = select(_home(args.home), args.user_space, args.composition_profile, args.config)
     return json.dumps(migrate(selection, expected).to_wire(), indent=2)
 
 

@@ -29,6 +29,7 @@ FLAGS = [
     "--user-space",
     "--product-domain",
     "--composition-profile",
+    "--config",
     "--model-config",
     "--execution-config",
     "--execution-profile",

@@ -132,6 +132,15 @@ def load_profile(config: Path, name: str | None) -> ExecutionChoice:
         raise ExecutionConfigError(str(error)) from None
 
 
+def configured_profile(environments: Mapping[str, Any], label: str, name: str | None) -> ExecutionChoice:
+    """The profile `name` (the default when None) of the `execution_environments` of a user configuration
+    (`label` names it in messages). ExecutionConfigError naming what is wrong."""
+    try:
+        return parse({"execution_environments": environments}, label).select(name)
+    except ProfileError as error:
+        raise ExecutionConfigError(str(error)) from None
+
+
 """What became of one call."""
 
 

@@ -94,6 +94,27 @@ def test_the_configured_profile_selects_the_provider(home: Path, state: Path, tm
     refused(wuu(home, "--config", str(config)), f"--config: {config}: composition_profile", "'coding'")
 
 
+def test_the_user_configuration_under_the_home_selects_as_the_hosts_do(home: Path, state: Path) -> None:
+    make_ledger(state)
+    (home / "config.json").write_text(json.dumps({"composition_profile": "personal"}))
+    assert succeeded(wuu(home)) == inspect(home)
+    # A configured profile that patches the bundle keeps its review-ledger binding; one excluding it has none.
+    profiles = {"lean": {"base": "personal", "remove_modules": ["wuu.client-input-receipts"]}}
+    profiles["bare"] = {"base": "personal", "exclusions": ["review.ledger"]}
+    (home / "config.json").write_text(
+        json.dumps({"composition_profile": "lean", "composition_profiles": profiles})
+    )
+    lean = succeeded(wuu(home))
+    assert lean["composition_profile"] == "lean" and {**lean, "composition_profile": "personal"} == inspect(
+        home
+    )
+    refused(
+        wuu(home, "--composition-profile", "bare"),
+        "'bare' selects no review-ledger provider",
+        "review.ledger",
+    )
+
+
 def test_wuu_home_is_the_default_home(home: Path, state: Path) -> None:
     make_ledger(state)
     environment = {"PATH": os.environ["PATH"], "WUU_HOME": str(home)}

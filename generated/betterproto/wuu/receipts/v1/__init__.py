@@ -656,9 +656,10 @@ class ReviewLedgerMigrationResult(betterproto2.Message):
     [--config FILE] [--home DIR] [--dry-run | --apply --expect-source-digest DIGEST]`, printed on stdout with
     exit status 0. The source is the space's legacy ledger under the home (`--home`, else `$WUU_HOME`, else
     `~/.wuu`; it MUST be absolute); the command is run with the same home, configuration and profile override
-    as the space's hosts. The selected provider comes from the composition profile: `--composition-profile`
-    when given, else the `composition_profile` of the `--config` file (`UserConfiguration`); with neither, or
-    with a profile that selects no review-ledger provider, the command fails. Both operations require a
+    as the space's hosts. The selected provider is the `review.ledger` binding of the composition profile
+    (`CompositionProfile`): `--composition-profile` when given, else the `composition_profile` of the user
+    configuration (`UserConfiguration`: the `--config` file, else `<home>/config.json`); with neither, or with
+    a profile that binds no `review.ledger` provider, the command fails. Both operations require a
     verified local owner (the user running the command owns the Personal state folder and the source), the
     current selected resource policy and the exclusive presence of one stopped host: every running host holds the
     exclusive lock of its authority, a `flock` on its state folder itself
