@@ -213,6 +213,11 @@ def _token_commands(commands: Any) -> None:
         action.add_argument("--product-domain", required=True, metavar="DOMAIN", help="its product domain")
         if name == "create":
             action.add_argument("--out", metavar="FILE", help="also write the token to FILE, created 0600")
+            action.add_argument(
+                "--device",
+                metavar="ID",
+                help="the device the token authenticates: its HTTP and gRPC transports may register it for push",
+            )
 
 
 def _home(given: str | None) -> Path:
@@ -418,7 +423,7 @@ def token(args: argparse.Namespace) -> int:
     """`token create|revoke|list`: edit the space's token file."""
     store = TokenStore.of_space(_home(args.home), args.user_space, args.product_domain)
     if args.token_action == "create":
-        secret = store.create(args.name)
+        secret = store.create(args.name, args.device)
         if args.out is not None:
             try:
                 write_secret(Path(args.out), secret)
@@ -430,7 +435,7 @@ def token(args: argparse.Namespace) -> int:
         store.revoke(args.name)
     else:
         for entry in store.entries():
-            print(entry.name)
+            print(entry.name if entry.device_id is None else f"{entry.name}\tdevice {entry.device_id}")
     return 0
 
 
