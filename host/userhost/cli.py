@@ -45,6 +45,7 @@ from .personal import (
     personal,
 )
 from .personal.approvals.execution import ExecutionConfigError, load_profile
+from .personal.phone import PhoneConfigError, load_phone_provider
 from .server import Server
 from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
@@ -70,7 +71,13 @@ def _personal(args: argparse.Namespace) -> list[Composer]:
     elif args.execution_profile is not None:
         raise UsageError("--execution-profile: needs --execution-config, the file that defines the profile")
     authorization = AUTHORIZATION_PROVIDERS[args.authorization or "native"]
-    return [personal(model=model, execution=execution, authorization=authorization)]
+    phone = None
+    if args.phone_config is not None:
+        try:
+            phone = load_phone_provider(args.phone_config)
+        except PhoneConfigError as error:
+            raise UsageError(f"--phone-config: {error}") from None
+    return [personal(model=model, execution=execution, authorization=authorization, phone=phone)]
 
 
 # The `execution.authorization@1` providers `--authorization` selects, by name.
@@ -146,6 +153,13 @@ def parser() -> argparse.ArgumentParser:
         choices=sorted(AUTHORIZATION_PROVIDERS),
         help="personal: the execution.authorization@1 provider of background tasks: native (the default: local "
         "installation authority only) or none (no task can start)",
+    )
+    serve.add_argument(
+        "--phone-config",
+        type=Path,
+        metavar="FILE",
+        help="personal: the phone provider that user attention is relayed to, for the devices registered for push: "
+        '{"kind": "stand_in", "path": ...} or {"kind": "webhook", "url": ..., "secret_env": ...} (default: none)',
     )
     serve.add_argument(
         "--isolation",
@@ -362,6 +376,7 @@ async def serve(args: argparse.Namespace) -> int:
             ("--execution-config", args.execution_config),
             ("--execution-profile", args.execution_profile),
             ("--authorization", args.authorization),
+            ("--phone-config", args.phone_config),
         )
         if value is not None
     ]
