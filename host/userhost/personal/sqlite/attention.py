@@ -23,10 +23,10 @@ def read(connection: sqlite3.Connection) -> AttentionSettings:
     if row is None:
         return DEFAULT
     notifications, start, end, time_zone, window = row
-    quiet = None if start is None else QuietHours(start=start, end=end, time_zone=time_zone)
-    return AttentionSettings(
-        notifications=bool(notifications), quiet_hours=quiet, grouping_window_seconds=window
-    )
+    settings = AttentionSettings(notifications=bool(notifications), grouping_window_seconds=window)
+    if start is not None:  # absent, not null, when there are none
+        settings.quiet_hours = QuietHours(start=start, end=end, time_zone=time_zone)
+    return settings
 
 
 def save(connection: sqlite3.Connection, settings: AttentionSettings, now: datetime) -> AttentionSettings:
