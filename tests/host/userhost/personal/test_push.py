@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -26,10 +27,12 @@ from wuu.generated import models as m
 from wuu.generated import validators
 from wuu.generated.wire import WireModel
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.address import HttpAddress
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.errors import UserHostError
 from wuu.host.userhost.grpc_client import UserHostGrpcClient
 from wuu.host.userhost.grpc_service import GrpcServer
+from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.personal import PersonalPlugin, personal
 from wuu.host.userhost.personal.phone import (
     PhoneConfigError,
@@ -392,3 +395,26 @@ def test_token_create_for_a_device_is_listed_with_it_and_serve_refuses_a_bad_pho
         stdin=subprocess.DEVNULL,
     )
     assert served.returncode == 2 and "--phone-config" in served.stderr and "path" in served.stderr
+
+
+async def test_over_http_a_device_token_registers_its_device_and_a_plain_token_is_refused(
+    serve: Serve, tmp_path: Path
+) -> None:
+    served = await serve(StandInPhone(tmp_path / "phone.jsonl"))
+    http = await HttpServer.start(served.host, HttpAddress.parse("127.0.0.1:0"), served.tokens)
+    device, plain = served.tokens.create("tablet", "tablet-1"), served.tokens.create("curl")
+    try:
+        async with aiohttp.ClientSession() as web:
+            for token, status in ((device, 200), (plain, 403)):
+                async with web.post(
+                    f"http://{http.address}/v1/rpc/push/register",
+                    json=PUSH.to_wire(),
+                    headers={"Authorization": f"Bearer {token}"},
+                ) as response:
+                    assert response.status == status
+                    answer = await response.json()
+            assert answer["error"]["data"]["code"] == "permission_denied"
+    finally:
+        await http.close()
+    [registration] = await served.plugin.tasks.ledger.push_registrations()
+    assert (registration.device_id, registration.token) == ("tablet-1", PUSH.token)
