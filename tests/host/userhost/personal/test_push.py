@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from wuu.host.userhost.grpc_client import UserHostGrpcClient
 from wuu.host.userhost.grpc_service import GrpcServer
 from wuu.host.userhost.http import HttpServer
 from wuu.host.userhost.personal import PersonalPlugin, personal
+from wuu.host.userhost.personal.attention_settings import DailyQuiet
 from wuu.host.userhost.personal.phone import (
     PhoneConfigError,
     PhoneProvider,
@@ -418,3 +420,25 @@ async def test_over_http_a_device_token_registers_its_device_and_a_plain_token_i
         await http.close()
     [registration] = await served.plugin.tasks.ledger.push_registrations()
     assert (registration.device_id, registration.token) == ("tablet-1", PUSH.token)
+
+
+# Quiet hours
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "zone", "moment", "quiet"),
+    [
+        ("22:00", "07:00", "Europe/Berlin", "2026-01-15T21:30:00+00:00", True),  # 22:30 in Berlin
+        ("22:00", "07:00", "Europe/Berlin", "2026-01-15T05:59:00+00:00", True),  # 06:59, after midnight
+        ("22:00", "07:00", "Europe/Berlin", "2026-01-15T06:00:00+00:00", False),  # 07:00: the end is excluded
+        ("22:00", "07:00", "Europe/Berlin", "2026-07-15T20:00:00+00:00", True),  # 22:00 in summer time
+        ("09:00", "17:00", "UTC", "2026-01-15T09:00:00+00:00", True),  # the start is included
+        ("09:00", "17:00", "UTC", "2026-01-15T17:00:00+00:00", False),
+        ("00:00", "00:00", "UTC", "2026-01-15T12:34:00+00:00", True),  # equal: all day
+    ],
+)
+def test_quiet_hours_are_read_on_the_clock_of_their_time_zone(
+    start: str, end: str, zone: str, moment: str, quiet: bool
+) -> None:
+    check = DailyQuiet.of(m.QuietHours(start=start, end=end, time_zone=zone))
+    assert check(datetime.fromisoformat(moment)) is quiet
