@@ -45,7 +45,7 @@ from .personal import (
     personal,
 )
 from .personal.approvals.execution import ExecutionConfigError, load_profile
-from .personal.phone import PhoneConfigError, load_phone_provider
+from .personal.phone import PhoneConfigError, PhoneProvider, load_phone_provider
 from .server import Server
 from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
@@ -71,13 +71,17 @@ def _personal(args: argparse.Namespace) -> list[Composer]:
     elif args.execution_profile is not None:
         raise UsageError("--execution-profile: needs --execution-config, the file that defines the profile")
     authorization = AUTHORIZATION_PROVIDERS[args.authorization or "native"]
-    phone = None
-    if args.phone_config is not None:
-        try:
-            phone = load_phone_provider(args.phone_config)
-        except PhoneConfigError as error:
-            raise UsageError(f"--phone-config: {error}") from None
-    return [personal(model=model, execution=execution, authorization=authorization, phone=phone)]
+    return [personal(model=model, execution=execution, authorization=authorization, phone=_phone(args))]
+
+
+def _phone(args: argparse.Namespace) -> PhoneProvider | None:
+    """The phone provider of `--phone-config`'s file, or None (user attention reaches no phone)."""
+    if args.phone_config is None:
+        return None
+    try:
+        return load_phone_provider(args.phone_config)
+    except PhoneConfigError as error:
+        raise UsageError(f"--phone-config: {error}") from None
 
 
 # The `execution.authorization@1` providers `--authorization` selects, by name.
