@@ -11,6 +11,8 @@ from typing_extensions import TypeAliasType
 
 from wuu.generated.wire import WireModel
 
+from .userhost import PushProvider
+
 
 class CloudNetworkMode(StrEnum):
     """
@@ -153,6 +155,36 @@ class ModelConfigurationKind(StrEnum):
     OPENAI_CHAT = "openai_chat"
     """
     An OpenAI-compatible chat-completions endpoint.
+    """
+
+
+class PhoneNotification(WireModel):
+    """
+    One generic agent notification for one attention batch: no message content, no per-item digest; only that an agent asks for the owner's attention, for how many items, and where to look.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["agent_attention"]
+    """
+    An agent asks for the owner's attention.
+    """
+    agent_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The responsible agent.
+    """
+    count: Annotated[int, Field(ge=1, le=1000000)]
+    """
+    How many admitted attention items the batch stands for.
+    """
+    session_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The session of the batch's latest item, where the client opens the conversation.
+    """
+    message_seq: Annotated[int, Field(ge=1, le=9223372036854775807)]
+    """
+    The saved message of the batch's latest item.
     """
 
 
@@ -344,6 +376,24 @@ class SshExecutionProfile(WireModel):
     """
 
 
+class StandInPhoneProvider(WireModel):
+    """
+    A stand-in provider for tests and demonstrations: it appends each delivery to a file as one JSON line (a `PhoneDelivery` without the push token), created 0600 if missing.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["stand_in"]
+    """
+    The stand-in provider.
+    """
+    path: Annotated[str, Field(max_length=4096, min_length=2, pattern="^/")]
+    """
+    The absolute path of the file of deliveries.
+    """
+
+
 class VercelExecutionProfile(WireModel):
     """
     A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used.
@@ -403,6 +453,33 @@ class VercelExecutionProfile(WireModel):
     cpus: Annotated[ProfileWholeCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
     The CPU allocation in whole cores. Memory follows this allocation.
+    """
+
+
+class WebhookPhoneProvider(WireModel):
+    """
+    A webhook provider: each delivery is an HTTP POST of one `PhoneDelivery` (JSON, push token included) to `url`, with `Authorization: Bearer <secret>`, the secret read from the environment variable `secret_env` when the host starts (a host whose variable is unset or empty does not start). A response other than 2xx, or none within `timeout_seconds`, is a failed delivery.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    kind: Literal["webhook"]
+    """
+    The webhook provider.
+    """
+    url: Annotated[str, Field(max_length=2048, min_length=8, pattern="^https?://")]
+    """
+    The `http` or `https` URL each delivery is posted to.
+    """
+    secret_env: Annotated[str, Field(pattern="^[A-Za-z_][A-Za-z0-9_]{0,127}\\Z")]
+    """
+    The name of the environment variable that holds the webhook's bearer secret.
+    """
+    timeout_seconds: Annotated[float, Field(gt=0.0, json_schema_extra={"x-not-null": True}, le=60.0)] = 10
+    """
+    How long one delivery may take (10 s by default).
     """
 
 
@@ -915,6 +992,52 @@ class ModelConfiguration(WireModel):
     """
     The seconds one model call may take.
     """
+
+
+class PhoneDelivery(WireModel):
+    """
+    One delivery to one registered device: the registration it goes to and one generic, content-free agent notification.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    registration_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The push registration (`PushRegisterResult.registration_id`).
+    """
+    device_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The registration's device.
+    """
+    provider: PushProvider
+    """
+    The registration's push provider.
+    """
+    app_id: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The registration's app.
+    """
+    token: Annotated[
+        str | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=4096, min_length=1),
+    ] = None
+    """
+    The registration's push token: present in a webhook's body, which needs it to reach the phone, and nowhere else (never in the stand-in's file or a log).
+    """
+    notification: PhoneNotification
+    """
+    What the phone is told.
+    """
+
+
+PhoneDeliveryConfig = TypeAliasType(
+    "PhoneDeliveryConfig",
+    Annotated[StandInPhoneProvider | WebhookPhoneProvider, Field(title="PhoneDeliveryConfig")],
+)
+"""
+The phone provider, one of its kinds. A reader rejects an unknown key.
+"""
 
 
 class SingularityExecutionProfile(WireModel):

@@ -42,6 +42,10 @@ from .models import (
     ApprovalsRulesSaveResult,
     ApprovalsRulesUpdateParams,
     ApprovalsRulesUpdateResult,
+    AttentionSettingsReadParams,
+    AttentionSettingsReadResult,
+    AttentionSettingsSetParams,
+    AttentionSettingsSetResult,
     HostSessionAttachmentReadParams,
     HostSessionAttachmentReadResult,
     PushRegisterParams,
@@ -188,6 +192,16 @@ class PersonalServer(Protocol[Context]):
     ) -> ApprovalsReviewSetResult:
         """Personal (`wuu.personal`): turns automatic review on or off for the space, revision-checked and idempotent by `request_id`. (`approvals.review.set`)"""
 
+    async def attention_settings_read(
+        self, params: AttentionSettingsReadParams, context: Context, /
+    ) -> AttentionSettingsReadResult:
+        """Personal (`wuu.personal`): reads the owner's attention settings (notifications, quiet hours, grouping window). (`attention.settings.read`)"""
+
+    async def attention_settings_set(
+        self, params: AttentionSettingsSetParams, context: Context, /
+    ) -> AttentionSettingsSetResult:
+        """Personal (`wuu.personal`): replaces the owner's attention settings, durably; they apply to later admissions and to every later flush and replay. (`attention.settings.set`)"""
+
     async def tasks_grants_list(
         self, params: TasksGrantsListParams, context: Context, /
     ) -> TasksGrantsListResult:
@@ -219,6 +233,8 @@ def personal_handlers(server: PersonalServer[Context]) -> Mapping[str, Handler[C
         "approvals.rules.delete": server.approvals_rules_delete,
         "approvals.review.read": server.approvals_review_read,
         "approvals.review.set": server.approvals_review_set,
+        "attention.settings.read": server.attention_settings_read,
+        "attention.settings.set": server.attention_settings_set,
         "tasks.grants.list": server.tasks_grants_list,
         "tasks.grants.revoke": server.tasks_grants_revoke,
     }

@@ -655,6 +655,16 @@ class ApprovalsRulesUpdateParams(WireModel):
     """
 
 
+class AttentionSettingsReadParams(WireModel):
+    """
+    Reads the owner's attention settings. It takes no parameters.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+
+
 CommandArgument = TypeAliasType(
     "CommandArgument",
     Annotated[
@@ -1227,6 +1237,29 @@ class PushUnregisterResult(WireModel):
     unregistered: bool
     """
     True when the registration existed for this device and is now removed; false when it was unknown.
+    """
+
+
+class QuietHours(WireModel):
+    """
+    A daily span of quiet hours in a time zone: from `start` (included) to `end` (excluded), crossing midnight when `end` is before `start`, all day when they are equal.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    start: Annotated[str, Field(pattern="^([01][0-9]|2[0-3]):[0-5][0-9]\\Z")]
+    """
+    When quiet hours start, `HH:MM` on the 24-hour clock.
+    """
+    end: Annotated[str, Field(pattern="^([01][0-9]|2[0-3]):[0-5][0-9]\\Z")]
+    """
+    When they end, `HH:MM` on the 24-hour clock.
+    """
+    time_zone: Annotated[str, Field(max_length=64, min_length=1, pattern="^[A-Za-z0-9_+/-]+\\Z")]
+    """
+    The IANA time zone of `start` and `end` (for example `Europe/Berlin` or `UTC`). A zone the host does not know gets `invalid_params`.
     """
 
 
@@ -1995,6 +2028,70 @@ class ApprovalsReviewSetResult(WireModel):
     settings: ReviewSettings
     """
     The setting, now `explicit`; a retry gets it as it now stands.
+    """
+
+
+class AttentionSettings(WireModel):
+    """
+    The owner's attention settings.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    notifications: bool
+    """
+    False when attention raises no notification at all.
+    """
+    quiet_hours: Annotated[QuietHours | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The quiet hours; absent when there are none.
+    """
+    grouping_window_seconds: Annotated[int, Field(ge=0, le=900)]
+    """
+    The grouping window: 0 notifies each item at once; otherwise the items of one responsible agent coalesce into one batch, flushed this many seconds after its first item (at most `max_attention_grouping_window_seconds`).
+    """
+
+
+class AttentionSettingsReadResult(WireModel):
+    """
+    The owner's attention settings.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: AttentionSettings
+    """
+    The current settings.
+    """
+
+
+class AttentionSettingsSetParams(WireModel):
+    """
+    Replaces the owner's attention settings as a whole (a retry sets the same value again). The settings are durable before the result is sent, and apply from then on as the file's description says.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: AttentionSettings
+    """
+    The new settings.
+    """
+
+
+class AttentionSettingsSetResult(WireModel):
+    """
+    The settings as saved.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    settings: AttentionSettings
+    """
+    The saved settings.
     """
 
 

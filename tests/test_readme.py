@@ -11,7 +11,10 @@ from typing import Any
 
 from tests.helpers import DEADLINE, ROOT, Spawner, code, initialize, ok, run_tool
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.grpc_service import GrpcServer
 from wuu.host.userhost.personal import personal
+from wuu.host.userhost.personal.phone import StandInPhone
+from wuu.host.userhost.tokens import TokenStore
 
 README = ROOT / "README.md"
 
@@ -23,6 +26,15 @@ def example(name: str) -> str:
     return match.group(1)
 
 
+async def run_example(name: str, **variables: Any) -> dict[str, Any]:
+    """Run the README's example `name` as written, its free variables given; the example's variables."""
+    body = "\n".join(f"    {line}" for line in example(name).splitlines())
+    namespace: dict[str, Any] = {}
+    exec(f"async def session({', '.join(variables)}):\n{body}\n    return locals()\n", namespace)
+    found: dict[str, Any] = await asyncio.wait_for(namespace["session"](**variables), DEADLINE)
+    return found
+
+
 async def run_personal_example(name: str, home: Path) -> dict[str, Any]:
     """Run the README's Personal example `name` as written, against a Personal host on `home` reached over its
     Unix socket; the example's variables."""
@@ -30,15 +42,11 @@ async def run_personal_example(name: str, home: Path) -> dict[str, Any]:
         user_space_id="local", product_domain="personal", home=home, compose=[personal()]
     )
     server = await UnixServer.start(host, home / "run" / "userhost.sock")
-    body = "\n".join(f"    {line}" for line in example(name).splitlines())
-    namespace: dict[str, Any] = {}
-    exec(f"async def session(socket):\n{body}\n    return locals()\n", namespace)
     try:
-        found: dict[str, Any] = await asyncio.wait_for(namespace["session"](server.path), DEADLINE)
+        return await run_example(name, socket=server.path)
     finally:
         await server.close()
         await host.close()
-    return found
 
 
 def test_the_example_worker_is_short() -> None:
@@ -90,6 +98,45 @@ async def test_the_approvals_session_runs_against_a_host(tmp_path: Path) -> None
     ]
     assert shown[:2] == [(card.summary, card.card_id), (f"Done: {card.summary}", card.card_id)]
     assert shown[-1] == (f"Not done, you denied it: {denied.summary}", denied.card_id)
+
+
+async def test_the_push_session_registers_a_device_and_its_phone_is_told_once(tmp_path: Path) -> None:
+    """The README's push session, run as written: a device token's gRPC connection registers the device, and
+    three task replies within the grouping window reach the stand-in provider as one content-free
+    notification."""
+    deliveries = tmp_path / "phone.jsonl"
+    host = await UserHost.start(
+        user_space_id="local",
+        product_domain="personal",
+        home=tmp_path,
+        compose=[personal(phone=StandInPhone(deliveries))],
+    )
+    tokens = TokenStore.of_space(tmp_path, "local", "personal")
+    server = await UnixServer.start(host, tmp_path / "run" / "userhost.sock")
+    grpc = await GrpcServer.start(host, "127.0.0.1:0", tokens=tokens)
+    try:
+        found = await run_example(
+            "personal-push",
+            socket=server.path,
+            phone_address=grpc.address.target,
+            token=tokens.create("my-phone", "phone-1"),
+            deliveries=deliveries,
+        )
+    finally:
+        await grpc.close()
+        await server.close()
+        await host.close()
+    assert found["registration"].device_id == "phone-1"
+    [phoned] = found["phoned"]
+    assert phoned["registration_id"] == found["registration"].registration_id
+    notification = phoned["notification"]
+    assert (notification["kind"], notification["agent_id"], notification["count"]) == (
+        "agent_attention",
+        "main",
+        3,
+    )
+    assert notification["session_id"] == found["main"]
+    assert "check the mail" not in deliveries.read_text() and "APNs" not in deliveries.read_text()
 
 
 async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ PROTO_DIR = SPEC / "proto"
 TWINNED_AREAS = ("permissions", "receipts", "userhost", "worker")
 # Areas without twins, and why.
 UNTWINNED_AREAS = {
-    "config": "the execution_environments configuration is a local user file, never a wire message",
+    "config": "the configuration files (the user configuration, execution environments, phone delivery) are local "
+    "user files, never wire messages",
     "meta": "the method catalogs describe the protocols; they are not exchanged",
 }
 FREE_FORM = {"google.protobuf.Struct", "google.protobuf.Value"}

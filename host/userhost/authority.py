@@ -226,9 +226,14 @@ class UserHost:
     # --- clients ---------------------------------------------------------------------------------
 
     def attach(
-        self, transport: str, send: Callable[[dict[str, Any]], None], close: Callable[[], None]
+        self,
+        transport: str,
+        send: Callable[[dict[str, Any]], None],
+        close: Callable[[], None],
+        device_id: str | None = None,
     ) -> ClientSession:
-        """A new client connection: `send` queues one message to it, `close` ends its transport.
+        """A new client connection: `send` queues one message to it, `close` ends its transport; `device_id`
+        is the device its transport authenticated (a device token's), if any.
 
         UserHostError `too_many_clients` when the host already has its maximum of client transports.
         """
@@ -239,7 +244,7 @@ class UserHost:
                 UserHostErrorCode.TOO_MANY_CLIENTS,
                 f"the host already serves {USERHOST_MAX_CLIENT_TRANSPORTS} client transports",
             )
-        session = ClientSession(self, transport, send, close)
+        session = ClientSession(self, transport, send, close, device_id)
         self._sessions.add(session)
         log.info("client attached", extra={"transport": transport, "clients": len(self._sessions)})
         return session

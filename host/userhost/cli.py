@@ -64,6 +64,7 @@ from .personal.approvals.execution import (
     load_profile,
 )
 from .personal.model import ModelConfigError
+from .personal.phone import PhoneConfigError, PhoneProvider, load_phone_provider
 from .server import Server
 from .stdio import StdioServer
 from .tokens import TokenError, TokenStore, write_secret
@@ -86,6 +87,16 @@ def _model(args: argparse.Namespace, configuration: Configuration) -> ModelAdapt
         return ModelConfig.parse(configured.to_wire()).adapter()
     except ModelConfigError as error:
         raise UsageError(f"{configuration.field_label('model')}.{error}") from None
+
+
+def _phone(args: argparse.Namespace) -> PhoneProvider | None:
+    """The phone provider of `--phone-config`'s file, or None (user attention reaches no phone)."""
+    if args.phone_config is None:
+        return None
+    try:
+        return load_phone_provider(args.phone_config)
+    except PhoneConfigError as error:
+        raise UsageError(f"--phone-config: {error}") from None
 
 
 def _execution(args: argparse.Namespace, configuration: Configuration) -> ExecutionChoice | None:
@@ -116,16 +127,21 @@ def _composers(
     session_domain = selected.provider(SESSION_DOMAIN)
     assert session_domain is not None  # wuu.personal requires it: the profile was refused without it
     authorization = selected.provider(AUTHORIZATION)
-    # Both are checked, so that one message names every problem of the configuration.
+    # All are checked, so that one message names every problem of the configuration.
     problems: list[str] = []
     model: ModelAdapter | None = None
     execution: ExecutionChoice | None = None
+    phone: PhoneProvider | None = None
     try:
         model = _model(args, configuration)
     except UsageError as error:
         problems.append(str(error))
     try:
         execution = _execution(args, configuration)
+    except UsageError as error:
+        problems.append(str(error))
+    try:
+        phone = _phone(args)
     except UsageError as error:
         problems.append(str(error))
     if problems:
@@ -139,6 +155,7 @@ def _composers(
             if authorization is None
             else AUTHORIZATION_PROVIDERS[authorization],
             input_receipts=selected.selects(RECEIPTS_MODULE),
+            phone=phone,
         )
     ]
 
@@ -226,6 +243,13 @@ def parser() -> argparse.ArgumentParser:
         "installation authority only) or none (no task can start)",
     )
     serve.add_argument(
+        "--phone-config",
+        type=Path,
+        metavar="FILE",
+        help="personal: the phone provider that user attention is relayed to, for the devices registered for push: "
+        '{"kind": "stand_in", "path": ...} or {"kind": "webhook", "url": ..., "secret_env": ...} (default: none)',
+    )
+    serve.add_argument(
         "--isolation",
         default=UserHostIsolationMode.LOGICAL_MEMORY.value,
         metavar="MODE",
@@ -291,6 +315,11 @@ def _token_commands(commands: Any) -> None:
         action.add_argument("--product-domain", required=True, metavar="DOMAIN", help="its product domain")
         if name == "create":
             action.add_argument("--out", metavar="FILE", help="also write the token to FILE, created 0600")
+            action.add_argument(
+                "--device",
+                metavar="ID",
+                help="the device the token authenticates: its HTTP and gRPC transports may register it for push",
+            )
 
 
 def _home(given: str | None) -> Path:
@@ -444,6 +473,7 @@ def _composition(args: argparse.Namespace, home: Path) -> tuple[Configuration, S
             ("--execution-config", args.execution_config),
             ("--execution-profile", args.execution_profile),
             ("--authorization", args.authorization),
+            ("--phone-config", args.phone_config),
         )
         if value is not None
     ]
@@ -519,7 +549,7 @@ def token(args: argparse.Namespace) -> int:
     """`token create|revoke|list`: edit the space's token file."""
     store = TokenStore.of_space(_home(args.home), args.user_space, args.product_domain)
     if args.token_action == "create":
-        secret = store.create(args.name)
+        secret = store.create(args.name, args.device)
         if args.out is not None:
             try:
                 write_secret(Path(args.out), secret)
@@ -531,7 +561,7 @@ def token(args: argparse.Namespace) -> int:
         store.revoke(args.name)
     else:
         for entry in store.entries():
-            print(entry.name)
+            print(entry.name if entry.device_id is None else f"{entry.name}\tdevice {entry.device_id}")
     return 0
 
 

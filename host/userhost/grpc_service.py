@@ -106,7 +106,7 @@ async def _abort(context: grpc.aio.ServicerContext, error: UserHostError) -> NoR
 class _Connection:
     """One client connection: its session, its queued notifications and its idle timer."""
 
-    def __init__(self, server: GrpcServer, token: str | None) -> None:
+    def __init__(self, server: GrpcServer, token: str | None, device_id: str | None) -> None:
         self.id = secrets.token_urlsafe(24)
         self.token = token
         """The SHA-256 digest of the bearer token that opened the connection (TCP); None on a Unix socket."""
@@ -117,7 +117,7 @@ class _Connection:
         self.streaming = False
         self.overflowed = False
         # Last: `attach` refuses the 17th client (too_many_clients) before anything else exists.
-        self.session: ClientSession = server.host.attach("grpc", self._send, self._closed)
+        self.session: ClientSession = server.host.attach("grpc", self._send, self._closed, device_id)
 
     async def call(self, method: str, request_id: RequestId, params: Mapping[str, Any]) -> dict[str, Any]:
         """Submit one request to the session and wait for its result; UserHostError for its error.
@@ -394,7 +394,9 @@ class GrpcServer(Listener):
         """Initialize: on an open connection (`already_initialized`), or opening a new one."""
         if metadata.get(CONNECTION_KEY):
             return await self._connection(metadata).call("initialize", request_id, _params(request))
-        connection = _Connection(self, _token_digest(metadata))
+        # The device of the token that opens the connection (a device token's) is the connection's for its life.
+        entry = None if self._bearer is None else self._bearer.check(metadata.get(AUTHORIZATION))
+        connection = _Connection(self, _token_digest(metadata), None if entry is None else entry.device_id)
         try:
             result = await connection.call("initialize", request_id, _params(request))
             if self._bearer is not None:

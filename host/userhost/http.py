@@ -171,7 +171,7 @@ class _HttpClient:
         if self.revoked:
             raise _Revoked
         if self.session is None:
-            session = self._server.host.attach("http", self._send, self._closed)
+            session = self._server.host.attach("http", self._send, self._closed, self.entry.device_id)
             # The path's `v1` is the protocol version; the client is known by its token's name.
             handshake = {
                 "protocol_version": USERHOST_PROTOCOL_VERSION,

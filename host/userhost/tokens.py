@@ -1,8 +1,10 @@
 """The bearer tokens of a user space's HTTP clients (spec/schema/userhost/http.schema.json).
 
-Each token names one paired client. The file `<home>/user-spaces/<space>/<domain>/state/http-tokens.json`
-(mode 0600) keeps only each token's name, SHA-256 digest and creation time: the token itself is shown once,
-when it is created. Token commands may run at the same time: each change is one read-modify-write done while
+Each token names one paired client. A token created for a device (`token create --device ID`) authenticates
+that device: its transports are device-bound (spec/schema/userhost/push.schema.json), and revoking it ends the
+device's authority. The file `<home>/user-spaces/<space>/<domain>/state/http-tokens.json` (mode 0600) keeps
+only each token's name, device, SHA-256 digest and creation time: the token itself is shown once, when it is
+created. Token commands may run at the same time: each change is one read-modify-write done while
 holding a lock on `http-tokens.json.lock` beside the file, and replaces the file atomically and durably, so
 no change is lost and a token is shown only once the file that holds it is on disk. A host reads the file
 again (without the lock: a replaced file is always whole) whenever its content changes, so a token that is
@@ -48,11 +50,13 @@ class TokenError(Exception):
 
 @dataclass(frozen=True)
 class TokenEntry:
-    """One paired client: its name, its token's SHA-256 digest (hex) and when it was created."""
+    """One paired client: its name, its token's SHA-256 digest (hex), when it was created, and the device it
+    authenticates (None for a token created without one)."""
 
     name: str
     sha256: str
     created_at: str
+    device_id: str | None = None
 
 
 def digest(token: str) -> str:
@@ -168,17 +172,23 @@ class TokenStore:
         """Whether a token of this digest is still in the file, as last read."""
         return any(entry.sha256 == sha256 for entry in self._entries)
 
+    def devices(self) -> frozenset[str]:
+        """The devices the tokens authenticate, as the file was last read."""
+        return frozenset(entry.device_id for entry in self._entries if entry.device_id is not None)
+
     # --- the token commands ----------------------------------------------------------------------
 
     def entries(self) -> list[TokenEntry]:
         """The tokens in the file, in the order they were created."""
         return self._read()
 
-    def create(self, name: str) -> str:
-        """Store a new token named `name` and return it (the only time it is shown), once the file that
-        holds it is durable."""
+    def create(self, name: str, device_id: str | None = None) -> str:
+        """Store a new token named `name`, authenticating `device_id` if given, and return it (the only time
+        it is shown), once the file that holds it is durable. A device has one token at a time."""
         if not _NAME.fullmatch(name):
             raise TokenError(f"--name: {name!r} is not 1 to 64 letters, digits, '.', '_' or '-'")
+        if device_id is not None and not _NAME.fullmatch(device_id):
+            raise TokenError(f"--device: {device_id!r} is not 1 to 64 letters, digits, '.', '_' or '-'")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self._locked():
             entries = self._read()
@@ -186,8 +196,10 @@ class TokenStore:
                 raise TokenError(
                     f"--name: a token named {name!r} exists; revoke it first or pick another name"
                 )
+            if device_id is not None and any(entry.device_id == device_id for entry in entries):
+                raise TokenError(f"--device: device {device_id!r} has a token; revoke it first")
             created_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            self._write([*entries, TokenEntry(name, digest(token), created_at)])
+            self._write([*entries, TokenEntry(name, digest(token), created_at, device_id)])
         return token
 
     def revoke(self, name: str) -> None:
@@ -249,7 +261,8 @@ class TokenStore:
         try:
             document = json.loads(content)
             return [
-                TokenEntry(item["name"], item["sha256"], item["created_at"]) for item in document["tokens"]
+                TokenEntry(item["name"], item["sha256"], item["created_at"], item.get("device_id"))
+                for item in document["tokens"]
             ]
         except (ValueError, KeyError, TypeError) as error:
             raise TokenError(f"{self.path}: not a token file ({error})") from None

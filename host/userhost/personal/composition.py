@@ -19,19 +19,23 @@ from wuu.generated.models import ApprovalCard, TaskDeliveryReceipt
 
 from ..authority import Composer, Composition
 from ..storage.review_ledger.startup import require_migrated
+from ..tokens import TOKENS_FILE, TokenError, TokenStore
 from .agent import Agent, MainAgentLoop
 from .approvals.execution import ActionExecutor, ExecutionChoice, WorkerActions
 from .approvals.files import FilesRoot
 from .approvals.service import ApprovalService
 from .attachments import AttachmentFiles
-from .attention import AttentionItem, AttentionPolicy, AttentionService, Locator, LoopScheduler
+from .attention import AttentionItem, AttentionService, Locator, LoopScheduler
+from .attention_settings import OwnerAttention
 from .authorization import AuthorizationProvider
 from .memory import MemoryService
 from .model import ModelAdapter, StandInModel
 from .model_agent import ModelAgent, task_tools
 from .page_tokens import PageTokens
+from .phone import PhoneProvider
 from .plugin import PersonalPlugin
 from .provider import SessionDomain
+from .push_relay import PushRelay
 from .reviewer import Reviewer
 from .sqlite.store import SqliteSessionDomain
 from .task_runner import TaskGrants, TaskRunner
@@ -86,20 +90,21 @@ def personal(
     input_receipts: bool = True,
     clock: Callable[[], datetime] = _now,
     reply_turn: ReplyTurn = verbatim_reply,
-    attention_policy: AttentionPolicy | None = None,
+    phone: PhoneProvider | None = None,
     authorization: AuthorizationChoice = native_authorization,
     started: Callable[[PersonalPlugin], None] | None = None,
 ) -> Composer:
     """The Personal module. `model` is the model adapter of the main agent and of automatic review (the
     deterministic `StandInModel` by default); `agent` replaces the main agent on that model, `reviewer` the
     review; `execution` is the execution profile approved actions run in (a local native worker bound to the
-    space's files root by default); `reply_turn` is the turn
-    that carries a task's reply into the main conversation; `attention_policy` the owner's notification
-    policy (grouping off by default); `authorization` selects the `execution.authorization@1` provider of
+    space's files root by default); `reply_turn` is the turn that carries a task's reply into the main
+    conversation; `phone` the provider that user attention is relayed to, for the devices registered for push
+    (none by default: registrations are saved, nothing is sent; the owner's notification policy is the
+    persisted attention settings); `authorization` selects the `execution.authorization@1` provider of
     background tasks from the opened store (the bundled native one by default; `no_authorization` selects none,
-    and no task can start); `started` is given the plugin once it is built (an embedding drives its
-    agent and its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and
-    reads its state through it)."""
+    and no task can start); `started` is given the plugin once it is built (an embedding drives its agent and
+    its tasks (`plugin.tasks`), subscribes to user attention (`plugin.attention.subscribe()`) and reads its
+    state through it)."""
 
     async def compose(host: UserHost) -> Composition:
         require_migrated(host.layout.state, host.user_space_id)
@@ -110,7 +115,6 @@ def personal(
             LoopScheduler(clock),
             authorized=lambda locator: locator.session_id == main,
             generation=lambda: host.graph.generation,
-            policy=attention_policy,
         )
 
         def delivered(receipt: TaskDeliveryReceipt) -> None:
@@ -122,6 +126,8 @@ def personal(
             store.task_ledger(), clock, host.admit, reply_turn, delivered, lambda stop: runner.wake()
         )
         try:
+            owner_attention = OwnerAttention(store, attention, clock)
+            await owner_attention.load()
             # The host holds the space's presence lock: no other host is staging bytes that this cleans up.
             files = AttachmentFiles(host.layout.files)
             stored = files.stored()
@@ -180,6 +186,7 @@ def personal(
                 clock=clock,
                 tasks=board,
                 attention=attention,
+                attention_settings=owner_attention,
                 page_tokens=page_tokens,
                 approvals=approvals,
                 grants=grants,
@@ -191,6 +198,19 @@ def personal(
         except BaseException:
             await store.close()
             raise
+        tokens = TokenStore(host.layout.state / TOKENS_FILE)
+
+        def devices() -> frozenset[str]:
+            # Read again at each notification: a revoked device token ends its registrations' deliveries.
+            try:
+                tokens.refresh()
+            except TokenError:
+                return frozenset()
+            return tokens.devices()
+
+        relay = (
+            None if phone is None else PushRelay(attention.subscribe(), store.task_ledger(), devices, phone)
+        )
         if input_receipts:
             loop.wake()  # inputs admitted before a restart that no context has included yet
         board.wake()  # replies queued before a restart
@@ -198,6 +218,8 @@ def personal(
             started(plugin)
 
         async def close() -> None:
+            if relay is not None:
+                await relay.close()
             attention.close()
             try:
                 await actions.executor.close()

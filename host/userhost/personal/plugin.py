@@ -53,6 +53,7 @@ from .approvals.service import ApprovalService
 from .attachment_reads import OffsetPastEnd, chunk
 from .attachments import AttachmentFiles, decode
 from .attention import AttentionService
+from .attention_settings import AttentionSettingsMethods, OwnerAttention
 from .durably import durably
 from .grant_methods import GrantMethods
 from .page_tokens import PageTokens
@@ -70,7 +71,7 @@ FRACTION = re.compile(r"\.([0-9]+)")
 
 
 @dataclass
-class PersonalPlugin(ApprovalMethods, GrantMethods, PersonalServer[PluginCall]):
+class PersonalPlugin(ApprovalMethods, GrantMethods, AttentionSettingsMethods, PersonalServer[PluginCall]):
     """The plugin's state: its provider, the space's attachment files, the main agent's loop and the host's
     notices. `input_receipts` is the `wuu.client-input-receipts` observer: without it no input is admitted."""
 
@@ -84,6 +85,8 @@ class PersonalPlugin(ApprovalMethods, GrantMethods, PersonalServer[PluginCall]):
     """The space's hidden tasks and their replies' deliveries."""
     attention: AttentionService
     """The owner's user attention: `subscribe()` for its notifications."""
+    attention_settings: OwnerAttention
+    """The owner's persisted attention settings, which govern `attention`."""
     page_tokens: PageTokens
     """Issues and checks the space's search page tokens."""
     approvals: ApprovalService

@@ -10,13 +10,14 @@ Every write a provider acknowledges is durable when its call returns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
 from wuu.generated.models import (
     AttachmentMetadata,
+    AttentionSettings,
     HistoryMessage,
     InputReceipt,
     MessageReactionSnapshot,
@@ -177,6 +178,18 @@ class QuestionDecision:
     replayed: bool
 
 
+@dataclass(frozen=True)
+class PushTarget:
+    """A saved push registration as the phone provider needs it: with its push token, which is never returned
+    to a client nor logged."""
+
+    registration_id: str
+    device_id: str
+    provider: PushProvider
+    app_id: str
+    token: str = field(repr=False)
+
+
 class TaskLedger(Protocol):
     """The durable tasks of one space: hidden task executions, the delivery receipts of their replies, the
     owner's decisions on questions and push registrations. Every call is one durable transition, checked
@@ -236,6 +249,9 @@ class TaskLedger(Protocol):
 
     async def unregister_push(self, device_id: str, registration_id: str) -> bool:
         """Remove a device's push registration; whether it existed."""
+
+    async def push_registrations(self) -> list[PushTarget]:
+        """Every saved push registration, oldest first."""
 
 
 class SessionDomain(Protocol):
@@ -331,6 +347,12 @@ class SessionDomain(Protocol):
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
         """The agent has seen the changes up to `mark`: the next snapshot supersedes them."""
+
+    async def attention_settings(self) -> AttentionSettings:
+        """The owner's attention settings (a new space's defaults until they are set)."""
+
+    async def save_attention_settings(self, settings: AttentionSettings, now: datetime) -> AttentionSettings:
+        """Replace the owner's attention settings, durably; the settings as saved."""
 
     def task_ledger(self) -> TaskLedger:
         """The space's durable tasks, deliveries, questions and push registrations."""

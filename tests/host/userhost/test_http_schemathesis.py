@@ -84,6 +84,7 @@ EMOJI = st.sampled_from(sorted(emoji.EMOJI_DATA))
 """`"format": "emoji"`: the entries of Unicode's emoji test data, which the `emoji` package carries."""
 schemathesis.openapi.format("emoji", EMOJI)
 SEARCH = "/v1/plugins/wuu.personal/agents.history.search"
+ATTENTION_SET = "/v1/plugins/wuu.personal/attention.settings.set"
 
 
 def whole_numbers(value: Any) -> Any:
@@ -115,6 +116,8 @@ def as_a_client_sends(case: Case[Any]) -> None:
     - A page token is one the host issued and signed for the same search (AgentsHistorySearchParams.
       page_token); a client never makes one up nor takes one to another search, so a drawn `page_token`, or
       one the stateful phase took from another search's answer, is left out and the first page is asked for.
+    - A quiet-hours `time_zone` names an IANA time zone (QuietHours), which no pattern can list: a drawn one
+      becomes `UTC`.
     """
     if case.meta is None or not case.meta.generation.mode.is_positive or not isinstance(case.body, dict):
         return
@@ -127,6 +130,10 @@ def as_a_client_sends(case: Case[Any]) -> None:
             attachment["size"], attachment["sha256"] = len(data), hashlib.sha256(data).hexdigest()
     if case.path == SEARCH:
         body["params"].pop("page_token", None)
+    if case.path == ATTENTION_SET and isinstance(
+        quiet := body["params"]["settings"].get("quiet_hours"), dict
+    ):
+        quiet["time_zone"] = "UTC"
     case.body = body
 
 

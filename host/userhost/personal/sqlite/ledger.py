@@ -16,7 +16,7 @@ from wuu.generated.models import (
     UserQuestionStatus,
 )
 
-from ..provider import QuestionDecision, StopOutcome, TaskRecord
+from ..provider import PushTarget, QuestionDecision, StopOutcome, TaskRecord
 from . import deliveries, push, questions, tasks
 from .database import Database
 
@@ -94,3 +94,6 @@ class SqliteTaskLedger:
 
     async def unregister_push(self, device_id: str, registration_id: str) -> bool:
         return await self.database.write(lambda c: push.unregister(c, device_id, registration_id))
+
+    async def push_registrations(self) -> list[PushTarget]:
+        return await self.database.read(push.registrations)

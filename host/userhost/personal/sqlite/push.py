@@ -7,6 +7,7 @@ from datetime import datetime
 
 from wuu.generated.models import PushProvider, PushRegisterResult
 
+from ..provider import PushTarget
 from ..stamps import rfc3339
 from .sessions import new_id
 
@@ -41,3 +42,15 @@ def unregister(connection: sqlite3.Connection, device_id: str, registration_id: 
             (registration_id, device_id),
         ).rowcount
     )
+
+
+def registrations(connection: sqlite3.Connection) -> list[PushTarget]:
+    """Every saved registration, in the order they were saved, with its push token (for the phone provider)."""
+    rows = connection.execute(
+        "SELECT registration_id, device_id, provider, app_id, token FROM push_registrations "
+        "ORDER BY registered_at, registration_id"
+    )
+    return [
+        PushTarget(registration_id, device_id, PushProvider(provider), app_id, token)
+        for registration_id, device_id, provider, app_id, token in rows
+    ]

@@ -333,6 +333,18 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX approval_cards_by_status ON approval_cards (status, id);
     CREATE INDEX approval_cards_by_task ON approval_cards (task_id) WHERE task_id IS NOT NULL;
     """,
+    # 8: the owner's attention settings (spec/schema/userhost/attention.schema.json): one row once they are set.
+    """
+    CREATE TABLE attention_settings (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        notifications INTEGER NOT NULL,
+        quiet_start TEXT,
+        quiet_end TEXT,
+        quiet_time_zone TEXT,
+        grouping_window_seconds INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from wuu.generated.models import HistoryMessage, InputReceipt, MessageReactionSnapshot, ReactionActor
+from wuu.generated.models import (
+    AttentionSettings,
+    HistoryMessage,
+    InputReceipt,
+    MessageReactionSnapshot,
+    ReactionActor,
+)
 
 from ...services import Caller
 from ..approval_ledger import ApprovalLedger
@@ -29,7 +35,7 @@ from ..provider import (
     Submission,
     TaskLedger,
 )
-from . import admission, history, reactions, sessions
+from . import admission, attention, history, reactions, sessions
 from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .dispatch_ledger import SqliteDispatchLedger
@@ -181,3 +187,11 @@ class SqliteSessionDomain:
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
         await self.database.write(lambda c: reactions.changes_seen(c, session_id, mark))
+
+    # --- the owner's settings ---------------------------------------------------------------------
+
+    async def attention_settings(self) -> AttentionSettings:
+        return await self.database.read(attention.read)
+
+    async def save_attention_settings(self, settings: AttentionSettings, now: datetime) -> AttentionSettings:
+        return await self.database.write(lambda c: attention.save(c, settings, now))

@@ -52,6 +52,11 @@ __all__ = (
     "ApprovalsRulesSaveResult",
     "ApprovalsRulesUpdateParams",
     "ApprovalsRulesUpdateResult",
+    "AttentionSettings",
+    "AttentionSettingsReadParams",
+    "AttentionSettingsReadResult",
+    "AttentionSettingsSetParams",
+    "AttentionSettingsSetResult",
     "CommandActionPreview",
     "CommandRuleMatch",
     "EditFileAction",
@@ -99,6 +104,7 @@ __all__ = (
     "PushRegisterResult",
     "PushUnregisterParams",
     "PushUnregisterResult",
+    "QuietHours",
     "ReadAttachmentArguments",
     "ReviewSettings",
     "ReviewVerdict",
@@ -2481,6 +2487,98 @@ default_message_pool.register_message(
 
 
 @dataclass(eq=False, repr=False)
+class AttentionSettings(betterproto2.Message):
+    """
+    The owner's attention settings.
+    """
+
+    notifications: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    False when attention raises no notification at all.
+    """
+
+    quiet_hours: "QuietHours | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The quiet hours; absent when there are none.
+    """
+
+    grouping_window_seconds: "int" = betterproto2.field(3, betterproto2.TYPE_INT32)
+    """
+    The grouping window: 0 notifies each item at once; otherwise the items of one responsible agent coalesce into
+    one batch, flushed this many seconds after its first item (at most `max_attention_grouping_window_seconds`).
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "AttentionSettings", AttentionSettings)
+
+
+@dataclass(eq=False, repr=False)
+class AttentionSettingsReadParams(betterproto2.Message):
+    """
+    Reads the owner's attention settings. It takes no parameters.
+    """
+
+    pass
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "AttentionSettingsReadParams", AttentionSettingsReadParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class AttentionSettingsReadResult(betterproto2.Message):
+    """
+    The owner's attention settings.
+    """
+
+    settings: "AttentionSettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The current settings.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "AttentionSettingsReadResult", AttentionSettingsReadResult
+)
+
+
+@dataclass(eq=False, repr=False)
+class AttentionSettingsSetParams(betterproto2.Message):
+    """
+    Replaces the owner's attention settings as a whole (a retry sets the same value again). The settings are
+    durable before the result is sent, and apply from then on as the file's description says.
+    """
+
+    settings: "AttentionSettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The new settings.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "AttentionSettingsSetParams", AttentionSettingsSetParams
+)
+
+
+@dataclass(eq=False, repr=False)
+class AttentionSettingsSetResult(betterproto2.Message):
+    """
+    The settings as saved.
+    """
+
+    settings: "AttentionSettings | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    The saved settings.
+    """
+
+
+default_message_pool.register_message(
+    "wuu.userhost.v1", "AttentionSettingsSetResult", AttentionSettingsSetResult
+)
+
+
+@dataclass(eq=False, repr=False)
 class CommandActionPreview(betterproto2.Message):
     """
     The preview of an `exec_command` or `process_start` action: the whole invocation as it would run.
@@ -3701,6 +3799,35 @@ class PushUnregisterResult(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.userhost.v1", "PushUnregisterResult", PushUnregisterResult)
+
+
+@dataclass(eq=False, repr=False)
+class QuietHours(betterproto2.Message):
+    """
+    ---- schema/userhost/attention.schema.json: User-host RPC: the owner's attention settings
+
+    A daily span of quiet hours in a time zone: from `start` (included) to `end` (excluded), crossing midnight when
+    `end` is before `start`, all day when they are equal.
+    """
+
+    start: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    When quiet hours start, `HH:MM` on the 24-hour clock.
+    """
+
+    end: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    When they end, `HH:MM` on the 24-hour clock.
+    """
+
+    time_zone: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The IANA time zone of `start` and `end` (for example `Europe/Berlin` or `UTC`). A zone the host does not know
+    gets `invalid_params`.
+    """
+
+
+default_message_pool.register_message("wuu.userhost.v1", "QuietHours", QuietHours)
 
 
 @dataclass(eq=False, repr=False)

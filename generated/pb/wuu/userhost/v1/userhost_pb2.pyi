@@ -768,6 +768,48 @@ class ApprovalsReviewSetResult(_message.Message):
     settings: ReviewSettings
     def __init__(self, settings: _Optional[_Union[ReviewSettings, _Mapping]] = ...) -> None: ...
 
+class QuietHours(_message.Message):
+    __slots__ = ("start", "end", "time_zone")
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    start: str
+    end: str
+    time_zone: str
+    def __init__(self, start: _Optional[str] = ..., end: _Optional[str] = ..., time_zone: _Optional[str] = ...) -> None: ...
+
+class AttentionSettings(_message.Message):
+    __slots__ = ("notifications", "quiet_hours", "grouping_window_seconds")
+    NOTIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    QUIET_HOURS_FIELD_NUMBER: _ClassVar[int]
+    GROUPING_WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    notifications: bool
+    quiet_hours: QuietHours
+    grouping_window_seconds: int
+    def __init__(self, notifications: _Optional[bool] = ..., quiet_hours: _Optional[_Union[QuietHours, _Mapping]] = ..., grouping_window_seconds: _Optional[int] = ...) -> None: ...
+
+class AttentionSettingsReadParams(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AttentionSettingsReadResult(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: AttentionSettings
+    def __init__(self, settings: _Optional[_Union[AttentionSettings, _Mapping]] = ...) -> None: ...
+
+class AttentionSettingsSetParams(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: AttentionSettings
+    def __init__(self, settings: _Optional[_Union[AttentionSettings, _Mapping]] = ...) -> None: ...
+
+class AttentionSettingsSetResult(_message.Message):
+    __slots__ = ("settings",)
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    settings: AttentionSettings
+    def __init__(self, settings: _Optional[_Union[AttentionSettings, _Mapping]] = ...) -> None: ...
+
 class JsonRpcRequest(_message.Message):
     __slots__ = ("jsonrpc", "id", "method", "params")
     JSONRPC_FIELD_NUMBER: _ClassVar[int]
