@@ -136,7 +136,12 @@ def _rg_command(rg: str, args: SearchContentArguments, path: Path) -> list[str]:
 
 
 async def search_content(
-    target: Resolved, args: SearchContentArguments, *, root: Path, sensitive: SensitivePaths, redactor: Redactor
+    target: Resolved,
+    args: SearchContentArguments,
+    *,
+    root: Path,
+    sensitive: SensitivePaths,
+    redactor: Redactor,
 ) -> ToolResult:
     """Run ripgrep over the target and show at most `max_results` matching lines, guarded and redacted."""
     rg = _ripgrep()
@@ -162,7 +167,9 @@ async def search_content(
             message = orjson.loads(line)
             if message.get("type") == "summary":
                 summary = True
-            if message.get("type") != "match" or not _take(message["data"], found, guard, real_root, redactor):
+            if message.get("type") != "match" or not _take(
+                message["data"], found, guard, real_root, redactor
+            ):
                 continue
             if found.truncated:
                 break
@@ -179,7 +186,9 @@ async def search_content(
     output = "\n".join(found.lines)
     if found.truncated:
         output += f"\n[more matches were left out: max_results ({args.max_results}) reached]"
-    metadata = SearchContentMetadata(matches=len(found.lines), files=len(found.files), truncated=found.truncated)
+    metadata = SearchContentMetadata(
+        matches=len(found.lines), files=len(found.files), truncated=found.truncated
+    )
     return ToolResult(output=output, is_error=False, metadata=metadata.to_wire())
 
 
@@ -215,7 +224,9 @@ def _translate(glob: str) -> str:
         if glob.startswith("**/", index) and (index == 0 or glob[index - 1] == "/"):
             pieces.append("(?:[^/]*/)*")
             index += 3
-        elif glob.startswith("**", index) and (index == 0 or glob[index - 1] == "/") and index + 2 == len(glob):
+        elif (
+            glob.startswith("**", index) and (index == 0 or glob[index - 1] == "/") and index + 2 == len(glob)
+        ):
             pieces.append(".*")
             index += 2
         elif glob[index] == "*":
@@ -226,7 +237,9 @@ def _translate(glob: str) -> str:
             index += 1
         elif glob[index] == "{" and "}" in glob[index:]:
             end = glob.index("}", index)
-            pieces.append("(?:" + "|".join(_translate(part) for part in glob[index + 1 : end].split(",")) + ")")
+            pieces.append(
+                "(?:" + "|".join(_translate(part) for part in glob[index + 1 : end].split(",")) + ")"
+            )
             index = end + 1
         else:
             pieces.append(re.escape(glob[index]))

@@ -1,8 +1,8 @@
 """The native reference worker: every core tool, background processes and exports, on this machine.
 
-Tools (the file tools, the search tools) resolve their paths inside the bound root in `standard` and `read_only`, refuse sensitive
-paths in every mode, and run commands under Landlock in the confined modes, never unconfined in
-their place (spec: execute.schema.json).
+Tools (the file tools, the search tools) resolve their paths inside the bound root in `standard` and
+`read_only`, refuse sensitive paths in every mode, and run commands under Landlock in the confined modes,
+never unconfined in their place (spec: execute.schema.json, search.schema.json).
 """
 
 from __future__ import annotations
@@ -210,7 +210,9 @@ class NativeWorker:
                 redactor=default_redactor(),
             )
         if isinstance(arguments, SearchFilesArguments):
-            return await search.search_files(self._path(arguments.path, mode, write=False), arguments, root=self._root)
+            return await search.search_files(
+                self._path(arguments.path, mode, write=False), arguments, root=self._root
+            )
         raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
 
     def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Resolved:

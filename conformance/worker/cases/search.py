@@ -62,7 +62,9 @@ async def content(s: Session) -> None:
     await put(s, "src/c.js", "call(x)\n")
     data = await result(s, "search_content", pattern="hel+o")
     expected = ["a.txt:1:hello world", "src/deep/b.py:2:print('hello')", "src/test_c.py:1:call(x) hello"]
-    s.expect(lines(data) == expected, f"search_content of hel+o printed {data['output']!r}; expected {expected}")
+    s.expect(
+        lines(data) == expected, f"search_content of hel+o printed {data['output']!r}; expected {expected}"
+    )
     metadata = {key: data["metadata"][key] for key in ("matches", "files", "truncated")}
     s.expect(
         metadata == {"matches": 3, "files": 3, "truncated": False},
@@ -159,7 +161,9 @@ async def sensitive(s: Session) -> None:
             named = await found(s, mode, pattern="needle", path=path)
             s.expect(named == [], f"search_content of {path} in {mode} showed {named}")
     names = lines(await result(s, "search_files", pattern="*", include_hidden=True))
-    s.expect(".env" in names and "certs/server.key" in names, f"search_files did not list sensitive names: {names}")
+    s.expect(
+        ".env" in names and "certs/server.key" in names, f"search_files did not list sensitive names: {names}"
+    )
 
 
 @WORKER.case("search.boundary")
@@ -198,18 +202,26 @@ async def files(s: Session) -> None:
         await put(s, path, "x")
     anywhere = await result(s, "search_files", pattern="*.py")
     expected = ["src/a.py", "src/pkg.py/", "src/pkg/b.py", "top.py"]
-    s.expect(lines(anywhere) == expected, f"search_files of *.py listed {lines(anywhere)}; expected {expected}")
+    s.expect(
+        lines(anywhere) == expected, f"search_files of *.py listed {lines(anywhere)}; expected {expected}"
+    )
     s.expect(
         anywhere["metadata"]["paths"] == expected and anywhere["metadata"]["truncated"] is False,
         f"search_files of *.py answered the metadata {anywhere['metadata']}",
     )
     anchored = lines(await result(s, "search_files", pattern="pkg/*.{py,txt}", path="src"))
-    s.expect(anchored == ["src/pkg/b.py", "src/pkg/c.txt"], f"search_files of pkg/*.{{py,txt}} listed {anchored}")
+    s.expect(
+        anchored == ["src/pkg/b.py", "src/pkg/c.txt"], f"search_files of pkg/*.{{py,txt}} listed {anchored}"
+    )
     deep = lines(await result(s, "search_files", pattern="src/**/*.py"))
-    s.expect(deep == ["src/a.py", "src/pkg.py/", "src/pkg/b.py"], f"search_files of src/**/*.py listed {deep}")
+    s.expect(
+        deep == ["src/a.py", "src/pkg.py/", "src/pkg/b.py"], f"search_files of src/**/*.py listed {deep}"
+    )
     bounded = await result(s, "search_files", pattern="*.py", max_results=2)
     s.expect(
-        lines(bounded)[:2] == expected[:2] and len(lines(bounded)) == 3 and bounded["metadata"]["truncated"] is True,
+        lines(bounded)[:2] == expected[:2]
+        and len(lines(bounded)) == 3
+        and bounded["metadata"]["truncated"] is True,
         f"search_files with max_results 2 printed {lines(bounded)} and {bounded['metadata']}",
     )
     await refused(s, "not_found", "search_files", pattern="*", path="missing")
@@ -234,4 +246,6 @@ async def redaction(s: Session) -> None:
     for number, vector in enumerate(vectors, start=1):
         expected = f"corpus.txt:{number}:{vector['redacted']}"
         actual = shown[number - 1] if number <= len(shown) else None
-        s.expect(actual == expected, f"{vector['note']} search_content showed {actual!r}; expected {expected!r}")
+        s.expect(
+            actual == expected, f"{vector['note']} search_content showed {actual!r}; expected {expected!r}"
+        )

@@ -1,4 +1,5 @@
-"""The Node.js example adapter keeps copies of the spec's sensitive-path and redaction rules; they must equal the spec's data."""
+"""The Node.js example adapter keeps copies of the spec's sensitive-path and redaction rules; they must equal
+the spec's data."""
 
 from __future__ import annotations
 

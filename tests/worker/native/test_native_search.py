@@ -28,7 +28,9 @@ def lines(result: dict[str, object]) -> list[str]:
 # --- search_content ---------------------------------------------------------------------------------------
 
 
-async def test_search_content_shows_matching_lines_as_path_line_text(worker: WorkerClient, root: Path) -> None:
+async def test_search_content_shows_matching_lines_as_path_line_text(
+    worker: WorkerClient, root: Path
+) -> None:
     (root / "src" / "deep").mkdir(parents=True)
     (root / "a.txt").write_text("hello world\nnothing\nHello again\n")
     (root / "src" / "deep" / "b.py").write_text("x = 1\nprint('hello')\n")
@@ -36,11 +38,15 @@ async def test_search_content_shows_matching_lines_as_path_line_text(worker: Wor
     assert lines(result) == ["a.txt:1:hello world", "src/deep/b.py:2:print('hello')"]
     assert result["is_error"] is False
     assert result["metadata"] == {"matches": 2, "files": 2, "truncated": False}
-    insensitive = ok(await run_tool(worker, "search_content", pattern="hello", case_sensitive=False, path="a.txt"))
+    insensitive = ok(
+        await run_tool(worker, "search_content", pattern="hello", case_sensitive=False, path="a.txt")
+    )
     assert lines(insensitive) == ["a.txt:1:hello world", "a.txt:3:Hello again"]
 
 
-async def test_search_content_filters_by_glob_and_reads_literal_patterns(worker: WorkerClient, root: Path) -> None:
+async def test_search_content_filters_by_glob_and_reads_literal_patterns(
+    worker: WorkerClient, root: Path
+) -> None:
     (root / "src").mkdir()
     (root / "src" / "a.py").write_text("call(x)\n")
     (root / "src" / "a.js").write_text("call(x)\n")
@@ -68,13 +74,17 @@ async def test_search_content_bounds_its_results_and_its_lines(worker: WorkerCli
     assert long == "long.txt:1:" + ("needle " + "x" * 2000)[:WORKER_SEARCH_LINE_MAX_CHARS] + "…"
 
 
-async def test_search_content_skips_hidden_files_and_never_searches_git(worker: WorkerClient, root: Path) -> None:
+async def test_search_content_skips_hidden_files_and_never_searches_git(
+    worker: WorkerClient, root: Path
+) -> None:
     (root / ".git").mkdir()
     (root / ".git" / "config").write_text("needle in git\n")
     (root / ".hidden").mkdir()
     (root / ".hidden" / "notes.txt").write_text("needle hidden\n")
     (root / "plain.txt").write_text("needle plain\n")
-    assert lines(ok(await run_tool(worker, "search_content", pattern="needle"))) == ["plain.txt:1:needle plain"]
+    assert lines(ok(await run_tool(worker, "search_content", pattern="needle"))) == [
+        "plain.txt:1:needle plain"
+    ]
     hidden = ok(await run_tool(worker, "search_content", pattern="needle", include_hidden=True, globs=["**"]))
     assert lines(hidden) == [".hidden/notes.txt:1:needle hidden", "plain.txt:1:needle plain"]
 
@@ -100,7 +110,9 @@ async def test_search_content_never_shows_a_line_of_a_sensitive_file(
     # Naming the file itself finds nothing either; Wuu's credential file, read-blocked, is refused as read_file is.
     assert lines(ok(await run_tool(client, "search_content", mode=mode, pattern="needle", path=".env"))) == []
     if mode == "unconfined":
-        refused = await run_tool(client, "search_content", mode=mode, pattern="x", path=str(wuu_home / "auth.json"))
+        refused = await run_tool(
+            client, "search_content", mode=mode, pattern="x", path=str(wuu_home / "auth.json")
+        )
         assert code(refused) == "sensitive_path"
 
 
@@ -114,11 +126,16 @@ async def test_search_content_stays_inside_the_root(
     result = ok(await run_tool(worker, "search_content", mode=mode, pattern="secret"))
     assert lines(result) == ["in.txt:1:outside secret, but inside"]
     for path in ("../outside", str(outside), "link", "file-link"):
-        assert code(await run_tool(worker, "search_content", mode=mode, pattern="x", path=path)) == "path_outside_root"
+        assert (
+            code(await run_tool(worker, "search_content", mode=mode, pattern="x", path=path))
+            == "path_outside_root"
+        )
 
 
 async def test_search_content_redacts_secrets_in_the_lines_it_shows(worker: WorkerClient, root: Path) -> None:
-    (root / "deploy.sh").write_text("export DB_PASSWORD=hunter2hunter2\ncurl -H 'Authorization: Bearer abcdefghijklmnop0123'\n")
+    (root / "deploy.sh").write_text(
+        "export DB_PASSWORD=hunter2hunter2\ncurl -H 'Authorization: Bearer abcdefghijklmnop0123'\n"
+    )
     result = ok(await run_tool(worker, "search_content", pattern="PASSWORD|Bearer"))
     assert lines(result) == [
         "deploy.sh:1:export DB_PASSWORD=[REDACTED:secret-assignment]",
@@ -128,7 +145,9 @@ async def test_search_content_redacts_secrets_in_the_lines_it_shows(worker: Work
     assert "hunter2hunter2" in ok(await run_tool(worker, "read_file", path="deploy.sh"))["output"]
 
 
-async def test_search_content_refuses_bad_patterns_and_missing_paths(worker: WorkerClient, root: Path) -> None:
+async def test_search_content_refuses_bad_patterns_and_missing_paths(
+    worker: WorkerClient, root: Path
+) -> None:
     assert code(await run_tool(worker, "search_content", pattern="(")) == "invalid_request"
     assert code(await run_tool(worker, "search_content", pattern="x", path="missing")) == "not_found"
     assert code(await run_tool(worker, "search_content", pattern="x", globs=["*.[ch]"])) == "invalid_request"

@@ -11,7 +11,9 @@ from wuu.generated.models import RedactionVector, RedactionVectors
 from wuu.worker.native.redaction import default_redactor
 
 VECTORS = RedactionVectors.model_validate_json(
-    importlib.resources.files("wuu.generated").joinpath("schema", "data", "redaction_vectors.json").read_text("utf-8")
+    importlib.resources.files("wuu.generated")
+    .joinpath("schema", "data", "redaction_vectors.json")
+    .read_text("utf-8")
 ).vectors
 
 
