@@ -40,6 +40,9 @@ from .sensitive import SensitivePaths
 
 # What rg may write to stderr that the worker keeps for an error message.
 _STDERR_BYTES = 8192
+# The longest line of rg's JSON output the worker reads: a match carries its whole line (rg's --max-columns
+# does not apply to --json), and a line is redacted whole before it is cut.
+_RG_MESSAGE_BYTES = 256 * 1024 * 1024
 _LISTABLE = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -158,6 +161,7 @@ async def search_content(
         stderr=asyncio.subprocess.PIPE,
         cwd=real_root,
         env={},
+        limit=_RG_MESSAGE_BYTES,
     )
     assert process.stdout is not None and process.stderr is not None
     errors = asyncio.ensure_future(process.stderr.read(_STDERR_BYTES))

@@ -63,7 +63,7 @@ async def test_search_content_filters_by_glob_and_reads_literal_patterns(
 
 async def test_search_content_bounds_its_results_and_its_lines(worker: WorkerClient, root: Path) -> None:
     (root / "many.txt").write_text("".join(f"match {n}\n" for n in range(10)))
-    (root / "long.txt").write_text("needle " + "x" * 2000 + "\n")
+    (root / "long.txt").write_text("needle " + "x" * 300_000 + "\n")
     bounded = ok(await run_tool(worker, "search_content", pattern="match", max_results=3))
     assert lines(bounded)[:3] == ["many.txt:1:match 0", "many.txt:2:match 1", "many.txt:3:match 2"]
     assert "left out" in lines(bounded)[3] and len(lines(bounded)) == 4
@@ -71,7 +71,7 @@ async def test_search_content_bounds_its_results_and_its_lines(worker: WorkerCli
     exact = ok(await run_tool(worker, "search_content", pattern="match", max_results=10))
     assert exact["metadata"] == {"matches": 10, "files": 1, "truncated": False}
     (long,) = lines(ok(await run_tool(worker, "search_content", pattern="needle")))
-    assert long == "long.txt:1:" + ("needle " + "x" * 2000)[:WORKER_SEARCH_LINE_MAX_CHARS] + "…"
+    assert long == "long.txt:1:" + ("needle " + "x" * 300_000)[:WORKER_SEARCH_LINE_MAX_CHARS] + "…"
 
 
 async def test_search_content_skips_hidden_files_and_never_searches_git(
