@@ -105,7 +105,7 @@ def test_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     figures = report["figures"]
     assert set(figures) == set(FIGURES)
     for key, figure in figures.items():
-        if "absent" in figure:  # docker, ssh or a second CPU is not available here: the row says why
+        if "absent" in figure:  # docker, ssh, a second CPU or ripgrep is not available here: the row says why
             assert key.startswith(
                 ("connection_docker", "connection_ssh", "rtt_p50_two_cpus", "search_content")
             ), key
