@@ -44,6 +44,21 @@ async def test_search_content_shows_matching_lines_as_path_line_text(
     assert lines(insensitive) == ["a.txt:1:hello world", "a.txt:3:Hello again"]
 
 
+async def test_search_content_walks_in_path_order_directory_by_directory(
+    worker: WorkerClient, root: Path
+) -> None:
+    # Each directory's entries by name: the directory `a` (and all below it) before the file `a.txt`.
+    (root / "a").mkdir()
+    (root / "a" / "z.txt").write_text("hit\n")
+    (root / "a.txt").write_text("hit\n")
+    (root / "B.txt").write_text("hit\n")
+    assert lines(ok(await run_tool(worker, "search_content", pattern="hit"))) == [
+        "B.txt:1:hit",
+        "a/z.txt:1:hit",
+        "a.txt:1:hit",
+    ]
+
+
 async def test_search_content_filters_by_glob_and_reads_literal_patterns(
     worker: WorkerClient, root: Path
 ) -> None:
