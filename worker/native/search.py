@@ -2,8 +2,9 @@
 
 search_content runs the real `rg` (never a shell, never another search in its place) with its `--json`
 output, and reads that stream itself: each match's file is checked against the sensitive-path guard before
-one of its lines is shown, and each line is redacted (redaction.py). Neither tool follows a symlink below
-the path it was given: ripgrep does not by default, and the file walk descends from directory descriptors.
+one of its lines is shown (and, under the boundary, against the root), and each line is redacted
+(redaction.py). Neither tool follows a symlink below the path it was given: ripgrep does not by default, and
+the file walk descends from directory descriptors.
 """
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ def _shown(path: str, real_root: str) -> str:
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
+def _within(path: str, real_root: str) -> bool:
+    return path == real_root or path.startswith(real_root.rstrip("/") + "/")
+
+
 def _text(value: dict[str, Any]) -> str:
     """A ripgrep JSON string value: `{"text": ...}`, or `{"bytes": base64}` for bytes that are not UTF-8."""
     if "text" in value:
@@ -88,10 +93,14 @@ def _cut(line: str) -> str:
 
 
 class _Guard:
-    """Which files a search may show a line of: none that is a sensitive path, decided once per file."""
+    """Which files a search may show a line of, decided once per file: none that is a sensitive path, and
+    under the boundary (`root`) none whose real path is outside the root. rg opens the directories it walks
+    by name, so a directory swapped for a symlink out of the root while it walks could lead it out: what it
+    read there is dropped, not shown."""
 
-    def __init__(self, sensitive: SensitivePaths) -> None:
+    def __init__(self, sensitive: SensitivePaths, root: str | None) -> None:
         self._sensitive = sensitive
+        self._root = root
         self._decided: dict[str, bool] = {}
 
     def allows(self, path: str) -> bool:
@@ -102,6 +111,8 @@ class _Guard:
         return allowed
 
     def _decide(self, path: str) -> bool:
+        if self._root is not None and not _within(os.path.realpath(path), self._root):
+            return False
         if self._sensitive.match(Path(path)).sensitive:
             return False
         try:
@@ -153,7 +164,7 @@ async def search_content(
         raise WorkerError(ErrorCode.INVALID_REQUEST, f"{target.requested} is neither a directory nor a file")
     real_root = os.path.realpath(root)
     found = _Matches(limit=args.max_results)
-    guard = _Guard(sensitive)
+    guard = _Guard(sensitive, target.root)
     process = await asyncio.create_subprocess_exec(
         *_rg_command(rg, args, target.path),
         stdin=asyncio.subprocess.DEVNULL,
