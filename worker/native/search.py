@@ -177,6 +177,7 @@ async def search_content(
     assert process.stdout is not None and process.stderr is not None
     errors = asyncio.ensure_future(process.stderr.read(_STDERR_BYTES))
     summary = False
+    read_all = False
     try:
         async for line in process.stdout:
             message = orjson.loads(line)
@@ -188,8 +189,11 @@ async def search_content(
                 continue
             if found.truncated:
                 break
+        read_all = not found.truncated
     finally:
-        if process.returncode is None:
+        # Stopped early (enough lines, or cancelled): rg's remaining work is not wanted. After its whole
+        # output it is left to exit, with the status that tells a refused pattern.
+        if not read_all and process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
         status = await process.wait()
