@@ -6,13 +6,16 @@ Every test runs against each worker of WORKER_COMMANDS (tests/worker/conftest.py
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import SESSION, Spawner, code, ok, run_tool
+from tests.helpers import DEADLINE, SESSION, Spawner, carrying, code, ok, run_tool, until
 from wuu.generated.catalog import WORKER_SEARCH_LINE_MAX_CHARS
 from wuu.worker.client import WorkerClient
 
@@ -176,6 +179,21 @@ async def test_search_content_without_ripgrep_is_unsupported_and_names_it(spawn:
     reply = await run_tool(client, "search_content", pattern="needle")
     assert code(reply) == "unsupported_tool"
     assert "ripgrep" in reply["error"]
+
+
+async def test_cancelling_search_content_ends_ripgrep(worker: WorkerClient, root: Path) -> None:
+    # A sparse file of 64 GiB named as the path: rg reads it to its end, far longer than the test waits.
+    with open(root / "huge.bin", "wb") as huge:
+        huge.truncate(64 << 30)
+    marker = f"absent-{uuid.uuid4().hex}"
+    pending = asyncio.create_task(run_tool(worker, "search_content", pattern=marker, path="huge.bin"))
+    await until(lambda: carrying(marker), "rg runs")
+    request_id = next(
+        json.loads(raw)["id"] for direction, raw in worker.transcript.entries if b'"search_content"' in raw
+    )
+    assert ok(await worker.request("cancel", {"id": request_id})) == {"cancelled": True}
+    assert code(await asyncio.wait_for(pending, DEADLINE)) == "cancelled"
+    assert carrying(marker) == []
 
 
 # --- search_files -----------------------------------------------------------------------------------------
