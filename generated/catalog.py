@@ -87,6 +87,8 @@ WORKER_MAX_EXPORT_BYTES: Final = 268435456
 """The largest export snapshot; a larger file gets `artifact_too_large`. (bytes)"""
 WORKER_EXPORT_READ_MAX_BYTES: Final = 8388608
 """The largest `max_bytes` of `export/read`. (bytes)"""
+WORKER_SEARCH_LINE_MAX_CHARS: Final = 500
+"""The longest line of text a `search_content` match shows, in Unicode code points; a longer one is cut and ends with `…`. (count)"""
 WORKER_DELEGATE_CANCEL_WAIT_MS: Final = 35000
 """How long a delegating adapter waits for its peer's terminal reply to a cancelled request before it closes the unresponsive peer. (milliseconds)"""
 WORKER_DELEGATE_SHUTDOWN_GRACE_MS: Final = 10000
@@ -705,6 +707,10 @@ def _worker_tools() -> Mapping[str, ToolSpec]:
         ListDirMetadata,
         ReadFileArguments,
         ReadFileMetadata,
+        SearchContentArguments,
+        SearchContentMetadata,
+        SearchFilesArguments,
+        SearchFilesMetadata,
         WriteFileArguments,
         WriteFileMetadata,
     )
@@ -741,6 +747,22 @@ def _worker_tools() -> Mapping[str, ToolSpec]:
             mutating=False,
             runs_commands=False,
             description="List a directory's entries.",
+        ),
+        "search_content": ToolSpec(
+            tool="search_content",
+            arguments=SearchContentArguments,
+            metadata=SearchContentMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Find the lines of files that match a pattern, through ripgrep.",
+        ),
+        "search_files": ToolSpec(
+            tool="search_files",
+            arguments=SearchFilesArguments,
+            metadata=SearchFilesMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Find the paths that match a glob.",
         ),
         "exec_command": ToolSpec(
             tool="exec_command",

@@ -830,6 +830,91 @@ class ReadFileMetadata(WireModel):
     """
 
 
+class RedactionRule(WireModel):
+    """
+    One redaction rule: a regular expression for one shape of secret.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    id: Annotated[str, Field(pattern="^[a-z][a-z0-9-]*\\Z")]
+    """
+    The rule's identifier, written into the replacement.
+    """
+    pattern: Annotated[str, Field(min_length=1)]
+    """
+    The regular expression, in the syntax that Python's `re` (with its ASCII flag), ECMAScript and the Rust `regex` crate read alike: literal characters, `.`, character classes (`[A-Za-z0-9_]`, `\\s`, `[\\s\\S]`), `\\b`, alternation, capturing groups `( )` and non-capturing ones `(?: )`, and the quantifiers `*`, `+`, `?`, `{m,n}` and their lazy forms; no anchors, no lookaround, no backreference, no inline flags. `\\b` and `\\s` are read in their ASCII sense.
+    """
+    case_insensitive: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, ASCII letters match in either case.
+    """
+    description: Annotated[str, Field(min_length=1)]
+    """
+    What the rule recognizes.
+    """
+
+
+class RedactionRules(WireModel):
+    """
+    The redaction of tool output (data/redaction_rules.json): text that looks like a secret is replaced before a tool's output leaves the worker. It applies to the matched lines of `search_content`, and to no other tool's output: `read_file` returns a file's bytes as they are (so that `edit_file` can name them, and a file the user asked for is shown whole), a command's output is the command's own, and the sensitive-path guard, not redaction, keeps credential files away. The rules apply one after another in list order, each to the text the previous one left: every non-overlapping match of a rule's `pattern`, from left to right, is replaced, the first of its capturing groups that took part in the match alone when there is one, else the whole match, by `[REDACTED:<id>]`, the rule's id in brackets. Redaction recognizes common secret shapes only. It cannot catch every secret: a password without a telltale name or prefix, a key split across lines or outputs, or a secret in any encoding (base64, hex, URL-escaped, compressed, spread over several search results) passes unchanged; and it may hide text that only looks like a secret. It lowers the chance of showing a secret; it is no boundary, and a host MUST NOT treat redacted output as free of secrets.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["RedactionRules"], Field(alias="schema")]
+    """
+    Names the def that validates this document (`RedactionRules`), for data files that carry their own type.
+    """
+    rules: Annotated[list[RedactionRule], Field(min_length=1)]
+    """
+    The rules, in the order they apply. Every rule's `id` is unique within the list.
+    """
+
+
+class RedactionVector(WireModel):
+    """
+    One text and its redaction.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    text: str
+    """
+    The text as a tool found it.
+    """
+    redacted: str
+    """
+    The text once redacted; equal to `text` when nothing in it is recognized.
+    """
+    note: Annotated[str, Field(min_length=1)]
+    """
+    Why the text is (or is not) redacted.
+    """
+
+
+class RedactionVectors(WireModel):
+    """
+    Test vectors of output redaction (data/redaction_vectors.json): texts and what they become once the rules of RedactionRules apply. Every implementation of the rules gets the same results.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    schema_: Annotated[Literal["RedactionVectors"], Field(alias="schema")]
+    """
+    Names the def that validates this document (`RedactionVectors`).
+    """
+    vectors: Annotated[list[RedactionVector], Field(min_length=1)]
+    """
+    The vectors: secrets that are redacted, and look-alikes that are not.
+    """
+
+
 class ReplyDataFrame(WireModel):
     """
     A successful reply to a request, carrying the method's result.
@@ -945,6 +1030,118 @@ class RunCodeParams(WireModel):
     """
     Milliseconds after which the program is stopped and the result has `is_error: true`.
     """
+
+
+Glob = TypeAliasType(
+    "Glob",
+    Annotated[
+        str,
+        Field(
+            max_length=257,
+            min_length=1,
+            pattern=compile("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z"),
+        ),
+    ],
+)
+
+
+class SearchContentArguments(WireModel):
+    """
+    Arguments of `search_content`: the lines of files under a directory (or of one file) that match a pattern, as ripgrep finds them. A worker runs the real ripgrep (`rg`, with `--json` output read by the worker, never through a shell); where `rg` is missing the call gets `unsupported_tool` with a message naming ripgrep, never another search presented as this tool. What is searched: every regular file under `path`, in path order (depth first, each directory's entries in the byte order of their names, as `rg --sort path` walks), except (1) anything below a symlink, which is never followed (a symlink named as `path` itself is resolved by the path rules like any tool path); (2) entries whose name starts with `.` unless `include_hidden`, and a `.git` directory always, with everything under it; (3) every sensitive path (data/sensitive_paths.json, every rule, whatever its `access`, and files that are an `under_home` rule's files by identity): a search never returns a line of one, not even in `unconfined`; (4) files that hold a NUL byte (binary), which MAY be skipped from their first NUL on. Ignore files (`.gitignore`, `.ignore`, `.rgignore`) are not consulted; `globs` narrow the search instead. The path rules of `execute` apply to `path` (`path_outside_root` in `standard` and `read_only`, `not_found` when missing). The output has one line per match, `path:line:text`: the file's path relative to the root (absolute when the file is outside it, `unconfined` only), the 1-based line number and the line's text without its line terminator, decoded as UTF-8 with invalid sequences replaced, redacted (data/redaction_rules.json, RedactionRules) and then cut to search_line_max_chars code points followed by `…` when longer. At most `max_results` matching lines are returned, the first in path order then line order; when more exist, `truncated` is true and the output ends with a line saying that results were left out. No match is not an error: the output is empty and `is_error` is false. A pattern that ripgrep refuses gets `invalid_request`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    pattern: Annotated[str, Field(max_length=4096, min_length=1, pattern="^[^\\u0000\\n\\r]*\\Z")]
+    """
+    What to look for on each line: a regular expression in ripgrep's syntax (the Rust `regex` crate's), or, when `literal` is true, the exact text. One line only: it holds no line terminator and no NUL byte. The constructs that both ripgrep and ECMAScript read alike (literal text, `.`, classes such as `[a-z]` and `\\d`, `^`, `$`, `|`, groups and the quantifiers `*`, `+`, `?`, `{m,n}`) mean the same in every worker.
+    """
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The directory to search (recursively) or the one file to search, relative to the root or absolute; the root by default.
+    """
+    globs: Annotated[list[Glob] | None, Field(json_schema_extra={"x-not-null": True}, max_length=32)] = None
+    """
+    File-name filters, each a SearchGlob, optionally prefixed by `!`. When any glob without `!` is given, only files that match one of them are searched; a file that matches a glob with `!` is not searched (nor, when the glob matches a directory, anything under it). They apply to paths relative to `path`.
+    """
+    literal: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, `pattern` is exact text, not a regular expression.
+    """
+    case_sensitive: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = True
+    """
+    When false, letters match in either case.
+    """
+    include_hidden: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, entries whose name starts with `.` are searched too (never a `.git` directory).
+    """
+    max_results: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=1000)] = 100
+    """
+    The most matching lines to return.
+    """
+
+
+class SearchContentMetadata(WireModel):
+    """
+    Metadata of a `search_content` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    matches: Annotated[int, Field(ge=0, le=1000)]
+    """
+    How many matching lines the output holds.
+    """
+    files: Annotated[int, Field(ge=0, le=1000)]
+    """
+    How many files those lines come from.
+    """
+    truncated: bool
+    """
+    True when more matching lines exist than the output holds (`max_results` was reached).
+    """
+
+
+Path = TypeAliasType("Path", Annotated[str, Field(min_length=1)])
+
+
+class SearchFilesMetadata(WireModel):
+    """
+    Metadata of a `search_files` result. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    paths: Annotated[list[Path], Field(max_length=5000)]
+    """
+    The matching paths as the output lists them (relative to the root, `/`-separated, directories ending in `/`), sorted.
+    """
+    truncated: bool
+    """
+    True when more paths match than `max_results`.
+    """
+
+
+SearchGlob = TypeAliasType(
+    "SearchGlob",
+    Annotated[
+        str,
+        Field(
+            max_length=256,
+            min_length=1,
+            pattern=compile("^[^\\[\\]\\\\\\u0000]+\\Z"),
+            title="SearchGlob",
+        ),
+    ],
+)
+"""
+A file-name glob of the search tools, matched case-sensitively against a path relative to the searched directory, `/`-separated. `*` matches any run of characters other than `/`, `?` one character other than `/`, `**` as a whole component any number of directories (none included), `{a,b}` either alternative (no nesting). A glob without `/` matches the last component (the file name) at any depth; a glob with `/` matches the whole relative path. Character classes and escapes are not part of the syntax: `[`, `]` and `\\` never occur. It holds no NUL byte.
+"""
 
 
 class ToolCall(WireModel):
@@ -1371,4 +1568,30 @@ class ProcessReadResult(WireModel):
     duration: Annotated[int, Field(alias="Duration", ge=0, le=9223372036854775807)]
     """
     How long the read took, in nanoseconds.
+    """
+
+
+class SearchFilesArguments(WireModel):
+    """
+    Arguments of `search_files`: the paths of the files and directories under a directory whose path matches a glob. The walk never follows a symlink (a symlink is matched as an entry of its own, not descended into), skips entries whose name starts with `.` unless `include_hidden`, and never enters a `.git` directory. Sensitive paths are listed by name like any other entry, as `list_dir` lists them: a name is not content. The path rules of `execute` apply to `path`; a missing directory gets `not_found`, a file `invalid_request`. The output has the matching paths, relative to the root (absolute when outside it, `unconfined` only), one per line, directories ending in `/`, sorted by path (code point order); at most `max_results` of them, the first in that order; when more match, `truncated` is true and the output ends with a line saying that paths were left out.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    pattern: SearchGlob
+    """
+    The glob the entry's path, relative to `path`, must match.
+    """
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The directory to search under, relative to the root or absolute; the root by default.
+    """
+    include_hidden: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, entries whose name starts with `.` are matched and descended into too (never a `.git` directory).
+    """
+    max_results: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=5000)] = 500
+    """
+    The most paths to return.
     """

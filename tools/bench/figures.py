@@ -248,6 +248,15 @@ FIGURES = (
         Target("ratio_max", 1.3),
     ),
     FigureSpec(
+        "search_content",
+        "search_content of 200 files (diag.)",
+        "ms",
+        "search_content/native",
+        "search_content/rg",
+        "bare rg --json",
+        None,
+    ),
+    FigureSpec(
         "export_peak_rss",
         "peak RSS above idle while exporting",
         "MiB",

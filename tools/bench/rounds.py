@@ -22,6 +22,7 @@ from .processes import spawn_bare, spawn_echo, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, placed, round_trips
 from .samples import Samples, alternate, percentile, share
 from .streaming import stream_round
+from .tool_search import make_tree, search_round
 from .userhost import userhost_round
 from .workers import ECHO_COMMAND, NATIVE_COMMAND, SESSION, close, data_of, forget_transcript, spawn_native
 
@@ -35,6 +36,7 @@ class Bench:
         self.root = workdir / "root"
         self.root.mkdir()
         self.export_file = self.root / "export.bin"
+        self.search_tree = make_tree(self.root)
         self.samples = Samples()
         self.memory: dict[str, dict[str, float]] = {}
         self.init_reply: dict[str, Any] = {}
@@ -122,6 +124,7 @@ class Bench:
             forget_transcript(echo, native)
         await stream_round(native, config.stream_bytes, index, samples)
         await self.spawns(native, echo, index)
+        await search_round(native, self.root, self.search_tree, samples, index)
         await close(echo)
         await close(native)
         await self.cold_starts(index)

@@ -1,8 +1,8 @@
 """The native reference worker: every core tool, background processes and exports, on this machine.
 
-Tools resolve their paths inside the bound root in `standard` and `read_only`, refuse sensitive
-paths in every mode, and run commands under Landlock in the confined modes, never unconfined in
-their place (spec: execute.schema.json).
+Tools (the file tools, the search tools) resolve their paths inside the bound root in `standard` and
+`read_only`, refuse sensitive paths in every mode, and run commands under Landlock in the confined modes,
+never unconfined in their place (spec: execute.schema.json, search.schema.json).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ from wuu.generated.models import (
     ProcessStopParams,
     ProcessWriteParams,
     ReadFileArguments,
+    SearchContentArguments,
+    SearchFilesArguments,
     ToolResult,
     WorkerInfo,
     WriteFileArguments,
@@ -55,11 +57,12 @@ from wuu.generated.wire import WireModel
 from ..backend import ExecutionBackendV4, RequestContext
 from ..binding import same_binding
 from ..errors import WorkerError
-from . import files
+from . import files, search
 from .environment import command_environment
 from .exports import Exports
 from .paths import Resolved, resolve_tool_path
 from .processes import ProcessRegistry, run_command
+from .redaction import default_redactor
 from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
 from .sensitive import SensitivePaths, default_home, default_wuu_home
 from .spawner import Spawner
@@ -198,6 +201,18 @@ class NativeWorker:
             return files.edit_file(self._path(arguments.path, mode, write=True), arguments)
         if isinstance(arguments, ListDirArguments):
             return files.list_dir(self._path(arguments.path, mode, write=False), arguments)
+        if isinstance(arguments, SearchContentArguments):
+            return await search.search_content(
+                self._path(arguments.path, mode, write=False),
+                arguments,
+                root=self._root,
+                sensitive=self._sensitive,
+                redactor=default_redactor(),
+            )
+        if isinstance(arguments, SearchFilesArguments):
+            return await search.search_files(
+                self._path(arguments.path, mode, write=False), arguments, root=self._root
+            )
         raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
 
     def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Resolved:

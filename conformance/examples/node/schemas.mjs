@@ -15,6 +15,9 @@ const NO_NUL = /^[^\u0000]*$/;
 const commandArgv = () => arrayOf(str({ pattern: NO_NUL }), { minItems: 1 });
 const commandCwd = () => str({ minLength: 1, pattern: NO_NUL });
 const commandEnv = () => stringMap(ENV_NAME, NO_NUL);
+// A search glob holds no `[`, `]`, `\` or NUL; a search_content filter may start with one `!`.
+const SEARCH_GLOB = /^[^[\]\\\u0000]+$/;
+const SEARCH_GLOB_FILTER = /^!?[^![\]\\\u0000][^[\]\\\u0000]*$/;
 
 export const InitializeParams = object(
   {
@@ -62,6 +65,27 @@ export const ToolArguments = {
     ['path', 'old_string', 'new_string'],
   ),
   list_dir: object({ path: nonEmpty(), depth: int(1, 64), include_hidden: bool() }, ['path']),
+  search_content: object(
+    {
+      pattern: str({ minLength: 1, maxLength: 4096, pattern: /^[^\u0000\n\r]*$/ }),
+      path: nonEmpty(),
+      globs: arrayOf(str({ minLength: 1, maxLength: 257, pattern: SEARCH_GLOB_FILTER }), { maxItems: 32 }),
+      literal: bool(),
+      case_sensitive: bool(),
+      include_hidden: bool(),
+      max_results: int(1, 1000),
+    },
+    ['pattern'],
+  ),
+  search_files: object(
+    {
+      pattern: str({ minLength: 1, maxLength: 256, pattern: SEARCH_GLOB }),
+      path: nonEmpty(),
+      include_hidden: bool(),
+      max_results: int(1, 5000),
+    },
+    ['pattern'],
+  ),
   exec_command: object(
     {
       argv: commandArgv(),

@@ -1,10 +1,12 @@
-// The core workspace tools of `execute`: read_file, write_file, edit_file, list_dir, exec_command.
+// The core workspace tools of `execute`: read_file, write_file, edit_file, list_dir, exec_command, and the
+// search tools (search.mjs).
 
 import fs from 'node:fs/promises';
 import { lstatSync } from 'node:fs';
 import path from 'node:path';
 import { guardSensitive, realpathOrNull } from './paths.mjs';
 import { cancelledError, runCommand } from './processes.mjs';
+import { searchContent, searchFiles } from './search.mjs';
 import { toNumber, WorkerError } from './validate.mjs';
 
 const MAX_FRAME_BYTES = 16777216;
@@ -43,7 +45,7 @@ async function statOrNull(p) {
 }
 
 // Resolves a tool path under the call's permission mode and applies the sensitive-path guard.
-function target(ctx, p, mode, operation) {
+export function target(ctx, p, mode, operation) {
   const resolved = ctx.paths.resolve(p, mode !== 'unconfined');
   if (operation === 'write' && mode !== 'unconfined') refuseMultiLink(resolved, p);
   if (operation) {
@@ -296,5 +298,7 @@ export const TOOLS = {
   write_file: { mutating: true, run: writeFile },
   edit_file: { mutating: true, run: editFile },
   list_dir: { mutating: false, run: listDir },
+  search_content: { mutating: false, run: searchContent },
+  search_files: { mutating: false, run: searchFiles },
   exec_command: { mutating: false, run: execCommand },
 };

@@ -34,10 +34,11 @@ const codePoints = (s) => {
   return count;
 };
 
-export function str({ minLength = 0, pattern = null, maxUtf8 = null } = {}) {
+export function str({ minLength = 0, maxLength = null, pattern = null, maxUtf8 = null } = {}) {
   return (v, path) => {
     if (typeof v !== 'string') throw invalid(path, 'must be a string');
     if (minLength > 0 && codePoints(v) < minLength) throw invalid(path, `must have at least ${minLength} character(s)`);
+    if (maxLength !== null && codePoints(v) > maxLength) throw invalid(path, `must have at most ${maxLength} characters`);
     if (pattern && !pattern.test(v)) throw invalid(path, `must match ${pattern.source}`);
     if (maxUtf8 !== null && utf8Length(v) > maxUtf8) throw invalid(path, `must be at most ${maxUtf8} UTF-8 bytes`);
     return v;
@@ -71,10 +72,11 @@ export function enumOf(values) {
   };
 }
 
-export function arrayOf(item, { minItems = 0, unique = false } = {}) {
+export function arrayOf(item, { minItems = 0, maxItems = null, unique = false } = {}) {
   return (v, path) => {
     if (!Array.isArray(v)) throw invalid(path, 'must be an array');
     if (v.length < minItems) throw invalid(path, `must have at least ${minItems} item(s)`);
+    if (maxItems !== null && v.length > maxItems) throw invalid(path, `must have at most ${maxItems} item(s)`);
     const out = v.map((x, i) => item(x, join(path, i)));
     if (unique) {
       const seen = new Set();

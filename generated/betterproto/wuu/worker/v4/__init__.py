@@ -47,12 +47,20 @@ __all__ = (
     "ProcessWriteParams",
     "ReadFileArguments",
     "ReadFileMetadata",
+    "RedactionRule",
+    "RedactionRules",
+    "RedactionVector",
+    "RedactionVectors",
     "ReplyDataFrame",
     "ReplyErrorFrame",
     "ReplyFrame",
     "RequestFrame",
     "ResultView",
     "RunCodeParams",
+    "SearchContentArguments",
+    "SearchContentMetadata",
+    "SearchFilesArguments",
+    "SearchFilesMetadata",
     "ToolCall",
     "ToolInvokeParams",
     "ToolResult",
@@ -1628,6 +1636,103 @@ default_message_pool.register_message("wuu.worker.v4", "ReadFileMetadata", ReadF
 
 
 @dataclass(eq=False, repr=False)
+class RedactionRule(betterproto2.Message):
+    """
+    One redaction rule: a regular expression for one shape of secret.
+    """
+
+    id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The rule's identifier, written into the replacement.
+    """
+
+    pattern: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The regular expression.
+    """
+
+    case_insensitive: "bool | None" = betterproto2.field(3, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When true, ASCII letters match in either case.
+    """
+
+    description: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    What the rule recognizes.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "RedactionRule", RedactionRule)
+
+
+@dataclass(eq=False, repr=False)
+class RedactionRules(betterproto2.Message):
+    """
+    The redaction of tool output (data/redaction_rules.json): the rules, in the order they apply. The
+    rules of redaction are the JSON Schema's (redaction.schema.json).
+    """
+
+    schema: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Names the def that validates this document (`RedactionRules`), for data files that carry their
+    own type.
+    """
+
+    rules: "list[RedactionRule]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The rules, in the order they apply.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "RedactionRules", RedactionRules)
+
+
+@dataclass(eq=False, repr=False)
+class RedactionVector(betterproto2.Message):
+    """
+    One text and its redaction.
+    """
+
+    text: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The text as a tool found it.
+    """
+
+    redacted: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The text once redacted; equal to `text` when nothing in it is recognized.
+    """
+
+    note: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Why the text is (or is not) redacted.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "RedactionVector", RedactionVector)
+
+
+@dataclass(eq=False, repr=False)
+class RedactionVectors(betterproto2.Message):
+    """
+    Test vectors of output redaction (data/redaction_vectors.json).
+    """
+
+    schema: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Names the def that validates this document (`RedactionVectors`).
+    """
+
+    vectors: "list[RedactionVector]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The vectors: secrets that are redacted, and look-alikes that are not.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "RedactionVectors", RedactionVectors)
+
+
+@dataclass(eq=False, repr=False)
 class ReplyDataFrame(betterproto2.Message):
     """
     A successful reply to a request, carrying the method's result.
@@ -1768,6 +1873,128 @@ class RunCodeParams(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.worker.v4", "RunCodeParams", RunCodeParams)
+
+
+@dataclass(eq=False, repr=False)
+class SearchContentArguments(betterproto2.Message):
+    """
+    Arguments of `search_content`: the lines of files under a directory (or of one file) that match a
+    pattern, as ripgrep finds them. The rules are the JSON Schema's (search.schema.json).
+    """
+
+    pattern: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    What to look for on each line: a regular expression, or the exact text when `literal` is true.
+    """
+
+    path: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    The directory to search (recursively) or the one file to search; the root by default.
+    """
+
+    globs: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    """
+    File-name filters, each a SearchGlob, optionally prefixed by `!`.
+    """
+
+    literal: "bool | None" = betterproto2.field(4, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When true, `pattern` is exact text, not a regular expression.
+    """
+
+    case_sensitive: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When false, letters match in either case.
+    """
+
+    include_hidden: "bool | None" = betterproto2.field(6, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When true, entries whose name starts with `.` are searched too (never a `.git` directory).
+    """
+
+    max_results: "int | None" = betterproto2.field(7, betterproto2.TYPE_INT32, optional=True)
+    """
+    The most matching lines to return.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "SearchContentArguments", SearchContentArguments)
+
+
+@dataclass(eq=False, repr=False)
+class SearchContentMetadata(betterproto2.Message):
+    """
+    Metadata of a `search_content` result.
+    """
+
+    matches: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    How many matching lines the output holds.
+    """
+
+    files: "int" = betterproto2.field(2, betterproto2.TYPE_INT32)
+    """
+    How many files those lines come from.
+    """
+
+    truncated: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+    """
+    True when more matching lines exist than the output holds.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "SearchContentMetadata", SearchContentMetadata)
+
+
+@dataclass(eq=False, repr=False)
+class SearchFilesArguments(betterproto2.Message):
+    """
+    Arguments of `search_files`: the paths of the files and directories under a directory whose path
+    matches a glob. The rules are the JSON Schema's (search.schema.json).
+    """
+
+    pattern: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The glob the entry's path, relative to `path`, must match (a SearchGlob).
+    """
+
+    path: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    The directory to search under; the root by default.
+    """
+
+    include_hidden: "bool | None" = betterproto2.field(3, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When true, entries whose name starts with `.` are matched and descended into too.
+    """
+
+    max_results: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT32, optional=True)
+    """
+    The most paths to return.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "SearchFilesArguments", SearchFilesArguments)
+
+
+@dataclass(eq=False, repr=False)
+class SearchFilesMetadata(betterproto2.Message):
+    """
+    Metadata of a `search_files` result.
+    """
+
+    paths: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The matching paths as the output lists them, sorted.
+    """
+
+    truncated: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    True when more paths match than `max_results`.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "SearchFilesMetadata", SearchFilesMetadata)
 
 
 @dataclass(eq=False, repr=False)

@@ -405,6 +405,54 @@ class ListDirMetadata(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[DirEntry]
     def __init__(self, entries: _Optional[_Iterable[_Union[DirEntry, _Mapping]]] = ...) -> None: ...
 
+class SearchContentArguments(_message.Message):
+    __slots__ = ("pattern", "path", "globs", "literal", "case_sensitive", "include_hidden", "max_results")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    GLOBS_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_FIELD_NUMBER: _ClassVar[int]
+    CASE_SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    path: str
+    globs: _containers.RepeatedScalarFieldContainer[str]
+    literal: bool
+    case_sensitive: bool
+    include_hidden: bool
+    max_results: int
+    def __init__(self, pattern: _Optional[str] = ..., path: _Optional[str] = ..., globs: _Optional[_Iterable[str]] = ..., literal: _Optional[bool] = ..., case_sensitive: _Optional[bool] = ..., include_hidden: _Optional[bool] = ..., max_results: _Optional[int] = ...) -> None: ...
+
+class SearchContentMetadata(_message.Message):
+    __slots__ = ("matches", "files", "truncated")
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    matches: int
+    files: int
+    truncated: bool
+    def __init__(self, matches: _Optional[int] = ..., files: _Optional[int] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class SearchFilesArguments(_message.Message):
+    __slots__ = ("pattern", "path", "include_hidden", "max_results")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    path: str
+    include_hidden: bool
+    max_results: int
+    def __init__(self, pattern: _Optional[str] = ..., path: _Optional[str] = ..., include_hidden: _Optional[bool] = ..., max_results: _Optional[int] = ...) -> None: ...
+
+class SearchFilesMetadata(_message.Message):
+    __slots__ = ("paths", "truncated")
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    truncated: bool
+    def __init__(self, paths: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
 class ExecCommandArguments(_message.Message):
     __slots__ = ("argv", "cwd", "env", "timeout_ms")
     class EnvEntry(_message.Message):
@@ -636,3 +684,41 @@ class ToolInvokeParams(_message.Message):
     tool: str
     arguments: str
     def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[str] = ...) -> None: ...
+
+class RedactionRules(_message.Message):
+    __slots__ = ("schema", "rules")
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    rules: _containers.RepeatedCompositeFieldContainer[RedactionRule]
+    def __init__(self, schema: _Optional[str] = ..., rules: _Optional[_Iterable[_Union[RedactionRule, _Mapping]]] = ...) -> None: ...
+
+class RedactionRule(_message.Message):
+    __slots__ = ("id", "pattern", "case_insensitive", "description")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    CASE_INSENSITIVE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    pattern: str
+    case_insensitive: bool
+    description: str
+    def __init__(self, id: _Optional[str] = ..., pattern: _Optional[str] = ..., case_insensitive: _Optional[bool] = ..., description: _Optional[str] = ...) -> None: ...
+
+class RedactionVectors(_message.Message):
+    __slots__ = ("schema", "vectors")
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    VECTORS_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    vectors: _containers.RepeatedCompositeFieldContainer[RedactionVector]
+    def __init__(self, schema: _Optional[str] = ..., vectors: _Optional[_Iterable[_Union[RedactionVector, _Mapping]]] = ...) -> None: ...
+
+class RedactionVector(_message.Message):
+    __slots__ = ("text", "redacted", "note")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    redacted: str
+    note: str
+    def __init__(self, text: _Optional[str] = ..., redacted: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
