@@ -70,9 +70,9 @@ class Database:
         setup: Callable[[sqlite3.Connection], None] | None = None,
         prepare: Prepare | None = None,
     ) -> Database:
-        """Open (or create, mode 0600) the file, migrate its schema to this build's, run `setup` in one transaction,
-        and start the writer; every connection is prepared by `prepare`. StoreVersionError for a store of a
-        newer build."""
+        """Open (or create, mode 0600) the file, migrate its schema to this build's, run `setup` in one
+        transaction, empty the write-ahead log into the file, and start the writer; every connection is
+        prepared by `prepare`. StoreVersionError for a store of a newer build."""
 
         def opened() -> sqlite3.Connection:
             if path.exists():
@@ -90,6 +90,9 @@ class Database:
                     except BaseException:
                         connection.execute("ROLLBACK")
                         raise
+                # A crash between a write and the checkpoint that should follow it (a forget's) leaves page
+                # images of the earlier rows in the log: the one process owning the store empties it first.
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except BaseException:
                 connection.close()
                 raise

@@ -3,7 +3,8 @@ version, each version with its own attribution.
 
 A correction adds a version and never changes an earlier one. Forgetting sets every version's text to NULL in
 the same transaction that marks the memory forgotten; with the store's `secure_delete`, the bytes the texts
-occupied are zeroed in the file, and the ledger then checkpoints the write-ahead log.
+occupied are zeroed in the file, and the ledger then checkpoints the write-ahead log (the store's next open
+does, when a crash came between).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Covered, on a real SQLite store: a save is version 1 attributed to its agent; a 
 with its own attribution and leaves the earlier one as it was; a query matches the current text of active
 memories case-insensitively, the most recently changed first, at most 20; forgetting NULLs every version's
 text and leaves neither text in the store's files (the database and its log, read as bytes), and a forgotten
-memory is never listed, corrected or forgotten again; refusals say why and change nothing; memories survive a
+memory is never listed, corrected or forgotten again; a forget cut by a kill before its checkpoint leaves no
+text once the store opens again; refusals say why and change nothing; memories survive a
 reopen of the store. Through the host's main agent (the stand-in's `/remember`, `/recall`, `/correct`,
 `/forget`): the conversation shows each result, attributed to the user message it answers; a host of the
 `coding` product domain of the same home and user space sees none of the Personal memories, and they none of
@@ -13,8 +14,12 @@ its.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
+import secrets
+import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +33,7 @@ from wuu.host.userhost.personal import PersonalPlugin, personal
 from wuu.host.userhost.personal.memory import MemoryService
 from wuu.host.userhost.personal.memory_ledger import Attribution
 from wuu.host.userhost.personal.model_agent import main_tools, task_tools
-from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
+from wuu.host.userhost.personal.sqlite.store import STORE_FILE, SqliteSessionDomain
 
 from .conftest import Attach, Clock, Space, main_session, result, send
 
@@ -155,6 +160,46 @@ async def test_forgetting_removes_every_version_s_text_from_the_store_s_files(
     assert [version.attribution.by for version in record.versions] == [MemoryAuthor.MAIN_AGENT] * 2
     assert record.forgotten_at is not None
     assert (await memory.ledger.record(kept)).text == "Likes green tea"
+
+
+CUT_FORGET = """
+import asyncio, os, signal, sys
+from datetime import UTC, datetime
+from pathlib import Path
+from wuu.host.userhost.personal.memory_ledger import Attribution
+from wuu.host.userhost.personal.sqlite import memory
+from wuu.host.userhost.personal.sqlite.store import STORE_FILE, SqliteSessionDomain
+
+async def main() -> None:
+    now = datetime.now(UTC)
+    store = await SqliteSessionDomain.open(Path(sys.argv[1]), "local", "personal", now)
+    ledger = store.memory_ledger()
+    saved = await ledger.save("mem_" + "1" * 32, sys.argv[2], Attribution.main_agent("main", 1), now)
+    # The forget commits, and the process dies before the ledger's checkpoint that follows it.
+    await store.database.write(lambda c: memory.forget(c, saved.memory_id, now))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_forget_cut_before_its_checkpoint_leaves_no_text_once_the_store_opens(
+    tmp_path: Path, clock: Clock
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    text = f"passport number Z-{secrets.token_hex(8)}"
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", CUT_FORGET, str(state), text)
+    assert await child.wait() == -signal.SIGKILL
+    log = state / f"{STORE_FILE}-wal"
+    assert text.encode() in log.read_bytes()  # the check below can fail
+    store = await SqliteSessionDomain.open(state, "local", "personal", clock())
+    try:
+        assert text.encode() not in store_bytes(store)
+        record = await store.memory_ledger().record("mem_" + "1" * 32)
+        assert (record.status, record.text) == (MemoryStatus.FORGOTTEN, None)
+    finally:
+        await store.close()
 
 
 async def test_a_forgotten_memory_is_never_listed_corrected_or_forgotten_again(memory: MemoryService) -> None:
