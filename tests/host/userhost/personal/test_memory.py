@@ -5,11 +5,10 @@ with its own attribution and leaves the earlier one as it was; a query matches t
 memories case-insensitively, the most recently changed first, at most 20; forgetting NULLs every version's
 text and leaves neither text in the store's files (the database and its log, read as bytes), and a forgotten
 memory is never listed, corrected or forgotten again; a forget cut by a kill before its checkpoint leaves no
-text once the store opens again; refusals say why and change nothing; memories survive a
-reopen of the store. Through the host's main agent (the stand-in's `/remember`, `/recall`, `/correct`,
-`/forget`): the conversation shows each result, attributed to the user message it answers; a host of the
-`coding` product domain of the same home and user space sees none of the Personal memories, and they none of
-its.
+text once the store opens again; refusals say why and change nothing; memories survive a reopen of the store.
+Through the host's main agent (the stand-in's `/remember`, `/recall`, `/correct`, `/forget`): the conversation
+shows each result, attributed to the user message it answers; a host of the `coding` product domain of the
+same home and user space sees none of the Personal memories, and they none of its.
 """
 
 from __future__ import annotations
