@@ -3,7 +3,7 @@
 For every worker message kind (the params and result of every catalog method, and every frame), at least
 EXAMPLES_PER_KIND instances are generated from the schema (seeded, so every run sees the same ones). The
 jsonschema validators and the pydantic models must agree on each, and an accepted instance must re-encode
-to the same JSON. `make test` generates 200 per kind; the long campaign, `make chaos`, generates 1,000
+to the same JSON. `make test` generates 100 per kind; the long campaign, `make chaos`, generates 1,000
 (`WUU_DIFFERENTIAL_EXAMPLES`).
 """
 
@@ -28,7 +28,7 @@ KINDS = sorted(
     | {spec.result.__name__ for spec in WORKER_METHODS.values() if spec.result}
     | set(FRAMES)
 )
-EXAMPLES_PER_KIND = int(os.environ.get("WUU_DIFFERENTIAL_EXAMPLES", "200"))
+EXAMPLES_PER_KIND = int(os.environ.get("WUU_DIFFERENTIAL_EXAMPLES", "100"))
 
 
 def standalone(name: str) -> dict[str, Any]:
