@@ -68,15 +68,18 @@ chaos: bytecode
 	WUU_CHAOS_SCALE=8 $(PY) -m pytest -q tests/host/userhost/review/test_chaos.py
 
 ## conformance: both suites against the reference implementations: the worker suite against the native
-## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` (reports, build/*.json)
-USERHOST := $(VENV)/bin/wuu-userhost serve --home {home} --user-space {user_space} \
-	--product-domain {product_domain} --composition-profile personal --isolation {isolation} --stdio \
-	--listen unix:{socket}
+## worker and the Node example adapter, the user-host suite against `wuu-userhost serve` of the Personal bundle
+## and of a coding host (reports, build/*.json)
+SERVE_USERHOST := $(VENV)/bin/wuu-userhost serve --home {home} --user-space {user_space} \
+	--product-domain {product_domain} --isolation {isolation} --stdio --listen unix:{socket}
+USERHOST := $(SERVE_USERHOST) --composition-profile personal
 conformance: bytecode
 	@mkdir -p build
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-native.json -- $(PY) -m wuu.worker
 	$(VENV)/bin/wuu-conformance run --jobs 2 --json build/conformance-node.json -- node conformance/examples/node/worker.mjs
 	$(VENV)/bin/wuu-conformance run --suite userhost --jobs 2 --json build/conformance-userhost.json -- $(USERHOST)
+	$(VENV)/bin/wuu-conformance run --suite userhost --product-domain coding --jobs 2 \
+		--json build/conformance-userhost-coding.json -- $(SERVE_USERHOST)
 
 ## bench: speed figures beside a raw baseline measured in the same run (table, bench.json; BENCH_ARGS=--quick)
 bench: bytecode

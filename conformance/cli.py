@@ -1,13 +1,15 @@
 """`wuu-conformance`: run a conformance suite against any implementation's command, or list it.
 
 wuu-conformance run [--suite worker|userhost] [--json FILE] [--junit FILE] [--only GLOB] [--skip GLOB]
-                    [--known-failing FILE] [--timeout S] [--jobs N] -- COMMAND ARGS...
+                    [--known-failing FILE] [--timeout S] [--jobs N] [--product-domain NAME]
+                    -- COMMAND ARGS...
 wuu-conformance list [--suite worker|userhost]
 
 The worker suite (the default) runs COMMAND as an adapter serving the worker protocol on its stdio. The
 user-host suite runs COMMAND as a user host serving the user-host RPC on its stdio, after replacing the
 placeholders {home}, {user_space}, {product_domain}, {socket} and {isolation} in its arguments (see
-`wuu.conformance.userhost.session`); a case may stop or kill it and start it again on the same {home}. Exit
+`wuu.conformance.userhost.session`; {product_domain} is `personal` unless --product-domain names another); a
+case may stop or kill it and start it again on the same {home}. Exit
 status: 0 when every case passed (or was skipped), 1 when any failed, 2 when COMMAND cannot start or the
 arguments are wrong.
 """
@@ -18,13 +20,16 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from functools import partial
 
 from . import report
 from .outcomes import StartFailure
 from .probe import describe
-from .registry import Suite
+from .registry import SessionFactory, Suite
 from .runner import CaseResult, Status, known_failing, mark_known_failing, probe, run_all, select
 from .suites import SUITES
+from .userhost.session import HostSession
+from .userhost.suite import USERHOST
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--timeout", type=float, default=20.0, metavar="S", help="seconds to wait for one reply")
     run.add_argument("--jobs", type=int, default=2, metavar="N", help="cases run at once")
+    run.add_argument(
+        "--product-domain",
+        metavar="NAME",
+        help="the user-host suite's {product_domain} (default personal; a coding host skips the Personal cases)",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS...")
     listing = commands.add_parser("list", help="list the requirements and the cases that check them")
     listing.add_argument("--suite", choices=sorted(SUITES), default="worker", help=suite_help)
@@ -95,16 +105,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.known_failing:
         with open(args.known_failing, encoding="utf-8") as handle:
             globs = known_failing(handle)
+    factory: SessionFactory | None = None
+    if args.product_domain is not None:
+        if suite is not USERHOST:
+            print("wuu-conformance run: --product-domain: only the userhost suite binds one", file=sys.stderr)
+            return 2
+        factory = partial(HostSession, product_domain=args.product_domain)
     every = suite.cases().values()
     cases = select(every, args.only, args.skip)
     try:
-        asyncio.run(probe(suite, command, args.timeout))
+        asyncio.run(probe(suite, command, args.timeout, factory))
     except StartFailure as failure:
         print(describe(failure), file=sys.stderr)
         return 2
     progress = Progress(len(cases)) if sys.stderr.isatty() and cases else None
     results = asyncio.run(
-        run_all(cases, command, jobs=max(1, args.jobs), timeout=args.timeout, progress=progress)
+        run_all(
+            cases, command, jobs=max(1, args.jobs), timeout=args.timeout, progress=progress, factory=factory
+        )
     )
     results, stale = mark_known_failing(results, globs, every)
     print(report.terminal(results, stale, command, suite))

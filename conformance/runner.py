@@ -14,7 +14,7 @@ from enum import Enum
 from pathlib import Path
 
 from .outcomes import CaseFailed, CaseSkipped
-from .registry import Case, Suite
+from .registry import Case, SessionFactory, Suite
 
 
 class Status(Enum):
@@ -62,11 +62,14 @@ def known_failing(lines: Iterable[str]) -> list[str]:
     return globs
 
 
-async def run_case(case: Case, command: Sequence[str], timeout: float) -> CaseResult:
-    """Run one case on a fresh process of the command and a fresh private directory."""
+async def run_case(
+    case: Case, command: Sequence[str], timeout: float, factory: SessionFactory | None = None
+) -> CaseResult:
+    """Run one case on a fresh process of the command and a fresh private directory, in a session made by
+    `factory` (the suite's own unless given)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wuu-conformance-") as work:
-        session = case.suite.session(command, Path(work), timeout)
+        session = (factory or case.suite.session)(command, Path(work), timeout)
         status, message = Status.PASSED, ""
         try:
             await session.start()
@@ -86,10 +89,12 @@ async def run_case(case: Case, command: Sequence[str], timeout: float) -> CaseRe
     return CaseResult(case, status, message, time.monotonic() - started, transcript)
 
 
-async def probe(suite: Suite, command: Sequence[str], timeout: float) -> None:
+async def probe(
+    suite: Suite, command: Sequence[str], timeout: float, factory: SessionFactory | None = None
+) -> None:
     """Start the command once and see it answer; StartFailure (reported once, not per case) if it cannot."""
     with tempfile.TemporaryDirectory(prefix="wuu-conformance-") as work:
-        await suite.session(command, Path(work), timeout).probe()
+        await (factory or suite.session)(command, Path(work), timeout).probe()
 
 
 async def run_all(
@@ -99,14 +104,15 @@ async def run_all(
     jobs: int,
     timeout: float,
     progress: Callable[[CaseResult], None] | None = None,
+    factory: SessionFactory | None = None,
 ) -> list[CaseResult]:
     """Run `cases` with at most `jobs` at once; results in the order of `cases`. `progress` is told of
-    each result as it comes."""
+    each result as it comes; `factory` makes each case's session instead of its suite's."""
     gate = asyncio.Semaphore(jobs)
 
     async def one(case: Case) -> CaseResult:
         async with gate:
-            result = await run_case(case, command, timeout)
+            result = await run_case(case, command, timeout, factory)
         if progress is not None:
             progress(result)
         return result

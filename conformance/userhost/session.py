@@ -5,7 +5,8 @@ they occur in its arguments (each case gets fresh values):
 
 - `{home}`: an empty private directory for the host's data (its home).
 - `{user_space}`: the user space to bind, `conformance`.
-- `{product_domain}`: the product domain to bind, `personal`.
+- `{product_domain}`: the product domain to bind: `personal`, or the one `wuu-conformance run --product-domain`
+  names (a `coding` host, say, which serves no Personal plugin: its Personal cases are skipped).
 - `{socket}`: the path of a Unix socket the host should also listen on, in a private directory. A command
   that does not take `{socket}` serves only its stdio, and the cases that need several clients are skipped.
 - `{isolation}`: the isolation mode the host is started in (spec/schema/userhost/initialize.schema.json,
@@ -45,7 +46,9 @@ from .connection import READ_LIMIT, Connection, Message, RequestId, code_of, fie
 
 USER_SPACE = "conformance"
 PRODUCT_DOMAIN = "personal"
+"""What `{product_domain}` stands for unless the run names another."""
 PERSONAL = "wuu.personal"
+RECEIPTS = "wuu.client-input-receipts"
 CLIENT_INFO = {"name": "wuu-conformance", "version": "1"}
 STDERR_SHOWN = 40
 LOGICAL_MEMORY = UserHostIsolationMode.LOGICAL_MEMORY.value
@@ -80,8 +83,12 @@ class Attempt:
 class HostSession(Checks):
     """One host for one case: the process of the command under test, started again when a case asks."""
 
-    def __init__(self, command: Sequence[str], workdir: Path, timeout: float) -> None:
+    def __init__(
+        self, command: Sequence[str], workdir: Path, timeout: float, product_domain: str = PRODUCT_DOMAIN
+    ) -> None:
         self.template = list(command)
+        self.product_domain = product_domain
+        """The product domain the host is bound to (`{product_domain}`)."""
         self.workdir = workdir
         self.timeout = timeout
         self.home = workdir / "home"
@@ -103,7 +110,7 @@ class HostSession(Checks):
         values = {
             "{home}": str(home),
             "{user_space}": USER_SPACE,
-            "{product_domain}": PRODUCT_DOMAIN,
+            "{product_domain}": self.product_domain,
             "{socket}": str(socket),
             "{isolation}": isolation,
         }
@@ -317,6 +324,16 @@ class HostSession(Checks):
             f"the host does not serve {method} (optional in spec/methods/userhost.json: it answers "
             "unsupported_method), and this case needs it"
         )
+
+    def without_receipts(self, message: Message) -> None:
+        """Skip the case when `message`, a response to `agents.send`, is `input_receipts_unavailable`: the
+        host's composition does not select the `wuu.client-input-receipts` observer, so it admits no input
+        (spec/schema/userhost/personal.schema.json, `AgentsSendParams`), and the case needs an admitted one."""
+        if code_of(message) == "input_receipts_unavailable":
+            raise CaseSkipped(
+                f"the host's composition does not select {RECEIPTS} (agents.send answered "
+                "input_receipts_unavailable): it admits no input, and this case needs one"
+            )
 
     def check(self) -> None:
         """Fail the case if any message received so far broke the spec."""

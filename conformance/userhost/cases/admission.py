@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...outcomes import CaseSkipped
 from ..personal import (
+    SEND,
     attachment,
     content,
     expect_not_admitted,
@@ -17,9 +19,10 @@ from ..personal import (
     send_error,
     send_input,
     sha256_hex,
+    submit,
     user_input,
 )
-from ..session import PERSONAL, HostSession
+from ..session import PERSONAL, RECEIPTS, HostSession
 from ..suite import USERHOST
 
 OTHER_SESSION = "conformance-not-the-main-session"
@@ -260,3 +263,22 @@ async def empty_text(host: HostSession) -> None:
     await expect_user_texts(host, [], "after refusing empty inputs")
     admitted = await send(host, "", [attachment(b"only a file")])
     host.expect(admitted["text_sha256"] == sha256_hex(b""), "empty text's text_sha256 is not SHA-256 of b''")
+
+
+@USERHOST.case("admission.receipts-off")
+async def receipts_off(host: HostSession) -> None:
+    """On a host whose composition leaves out wuu.client-input-receipts, a send and its retry get
+    input_receipts_unavailable and admit nothing. Skipped on a host that admits the input: its composition
+    selects the observer (every other admission case checks that host)."""
+    await open_main(host)
+    envelope = user_input("sent without the receipts observer")
+    message = await submit(host, envelope)
+    if host.unserved(SEND, message):
+        host.needs(SEND)
+    if "result" in message:
+        raise CaseSkipped(
+            f"the host admitted the input: its composition selects {RECEIPTS}, and this case checks one without it"
+        )
+    host.expect_error(message, "input_receipts_unavailable", SEND)
+    host.expect_error(await submit(host, envelope), "input_receipts_unavailable", SEND)
+    await expect_not_admitted(host, envelope, "the input sent without the receipts observer")

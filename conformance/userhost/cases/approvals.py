@@ -27,7 +27,7 @@ from ...outcomes import CaseFailed
 from ..connection import Connection
 from ..conversation import POLL, everything, exchange, poll
 from ..personal import open_main, send
-from ..session import PERSONAL, PRODUCT_DOMAIN, USER_SPACE, HostSession
+from ..session import PERSONAL, USER_SPACE, HostSession
 from ..suite import USERHOST
 
 LIST = "approvals.list"
@@ -62,7 +62,7 @@ def canonical_digest(value: Any) -> str:
 
 def files_root(host: HostSession) -> Path:
     """The Personal files root of the case's host."""
-    return host.home / "user-spaces" / USER_SPACE / PRODUCT_DOMAIN / "files"
+    return host.home / "user-spaces" / USER_SPACE / host.product_domain / "files"
 
 
 def prepared(host: HostSession, path: str, content: str = "original\n") -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 
 from wuu.generated.catalog import USERHOST_PROTOCOL_VERSION
 
-from ..session import PRODUCT_DOMAIN, USER_SPACE, HostSession, initialize_params
+from ..session import USER_SPACE, HostSession, initialize_params
 from ..suite import USERHOST
 
 
@@ -18,7 +18,9 @@ async def binding_reported(host: HostSession) -> None:
     `{"memory": "logical", "host": "unverified"}`."""
     result = await host.initialize()
     host.expect(result["user_space_id"] == USER_SPACE, f"user_space_id is {result['user_space_id']!r}")
-    host.expect(result["product_domain"] == PRODUCT_DOMAIN, f"product_domain is {result['product_domain']!r}")
+    host.expect(
+        result["product_domain"] == host.product_domain, f"product_domain is {result['product_domain']!r}"
+    )
     host.expect(
         result["protocol_version"] == USERHOST_PROTOCOL_VERSION, "protocol_version is not the one asked"
     )
@@ -56,8 +58,8 @@ async def no_client_binding(host: HostSession) -> None:
     for extra in (
         {"user_space_id": USER_SPACE},
         {"user_space_id": "someone-else"},
-        {"product_domain": PRODUCT_DOMAIN},
-        {"product_domain": "coding"},
+        {"product_domain": host.product_domain},
+        {"product_domain": "coding" if host.product_domain == "personal" else "personal"},
         {"workspace": "/tmp"},
         {"user_host_isolation": {"memory": "logical", "host": "verified"}},
     ):
@@ -65,7 +67,7 @@ async def no_client_binding(host: HostSession) -> None:
         await host.error("shutdown", {}, "not_initialized")
     result = await host.initialize()
     host.expect(
-        (result["user_space_id"], result["product_domain"]) == (USER_SPACE, PRODUCT_DOMAIN),
+        (result["user_space_id"], result["product_domain"]) == (USER_SPACE, host.product_domain),
         f"the binding is {result['user_space_id']!r}/{result['product_domain']!r}",
     )
 
