@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
 import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import DEADLINE, ROOT, Spawner, code, initialize, ok, run_tool
-from wuu.host.userhost import UnixServer, UserHost
+import pytest
+
+from tests.helpers import DEADLINE, ROOT, Spawner, code, initialize, ok, run_tool, until
+from wuu.generated import models as m
+from wuu.generated.models import UserHostErrorCode
+from wuu.host.userhost import UnixServer, UserHost, UserHostError
+from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.grpc_service import GrpcServer
 from wuu.host.userhost.personal import personal
 from wuu.host.userhost.personal.phone import StandInPhone
@@ -176,3 +183,46 @@ async def test_the_tasks_session_runs_against_a_host(tmp_path: Path) -> None:
         assert sorted(rows.fetchall()) == [(1, None), (2, None)]
     finally:
         store.close()
+
+
+async def test_the_configuration_session_composes_the_profile_its_file_selects(tmp_path: Path) -> None:
+    """The README's configuration session, run as written by bash: the host composes the file's `quiet`
+    profile, Personal without receipts, so `agents.send` answers `input_receipts_unavailable`."""
+    match = re.search(r'```sh\n(cat > "\$HOME/wuu.json".*?)```', README.read_text(), re.S)
+    assert match, "README has no configuration session"
+    runtime = tmp_path / "run"
+    (runtime / "wuu").mkdir(parents=True, mode=0o700)
+    environment = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "LLM_KEY": "never-used",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    environment.pop("WUU_HOME", None)
+    shell = await asyncio.create_subprocess_exec(
+        "bash", "-e", "-c", match.group(1), env=environment, start_new_session=True
+    )
+    socket = runtime / "wuu" / "userhost.sock"
+    try:
+        await until(lambda: socket.exists() or shell.returncode is not None, "the host's socket")
+        assert shell.returncode is None, f"the session's host exited with status {shell.returncode}"
+        client = await UserHostClient.connect_unix(socket)
+        init = await client.initialize()
+        assert (init.composition_profile, [p.plugin_id for p in init.plugins]) == ("quiet", ["wuu.personal"])
+        main = await client.plugin_call("wuu.personal", "agents.main_session", m.AgentsMainSessionParams())
+        assert isinstance(main, m.AgentsMainSessionResult)
+        envelope = m.UserInput(client_input_id="in-1", request_id="req-1", text="hello")
+        with pytest.raises(UserHostError) as refused:
+            await client.plugin_call(
+                "wuu.personal",
+                "agents.send",
+                m.AgentsSendParams(session_id=main.session_id),
+                user_input=envelope,
+            )
+        assert refused.value.code is UserHostErrorCode.INPUT_RECEIPTS_UNAVAILABLE
+        await client.close()
+    finally:
+        os.killpg(shell.pid, signal.SIGTERM)
+        await shell.wait()
+    assert (tmp_path / ".wuu" / "user-spaces" / "local" / "personal").is_dir()
