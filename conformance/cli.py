@@ -9,9 +9,8 @@ The worker suite (the default) runs COMMAND as an adapter serving the worker pro
 user-host suite runs COMMAND as a user host serving the user-host RPC on its stdio, after replacing the
 placeholders {home}, {user_space}, {product_domain}, {socket} and {isolation} in its arguments (see
 `wuu.conformance.userhost.session`; {product_domain} is `personal` unless --product-domain names another); a
-case may stop or kill it and start it again on the same {home}. Exit
-status: 0 when every case passed (or was skipped), 1 when any failed, 2 when COMMAND cannot start or the
-arguments are wrong.
+case may stop or kill it and start it again on the same {home}. Exit status: 0 when every case passed (or was
+skipped), 1 when any failed, 2 when COMMAND cannot start or the arguments are wrong.
 """
 
 from __future__ import annotations
