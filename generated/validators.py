@@ -4,7 +4,8 @@
 
 `validator(name)` returns a Draft 2020-12 validator for one def of the spec, with the spec's limit
 keywords (`keywords.SPEC_KEYWORDS`) enforced. Timestamps are checked by their RFC 3339 `pattern`, so
-the result does not depend on which optional format checkers are installed.
+the result does not depend on which optional format checkers are installed. jsonschema is imported when
+the first validator is built, not with this module: a process that reads only `bundle()` never loads it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import json
 import re
 from collections.abc import Iterator
 from importlib import resources
-from typing import Any
-
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.protocols import Validator
-from jsonschema.validators import extend
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from .keywords import SPEC_KEYWORDS, limit_violation, python_pattern
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 BUNDLE_ID = "https://schemas.wuu.dev/bundle.json"
 
@@ -30,6 +30,8 @@ def _limit_keyword(keyword: str) -> Any:
     def check(validator: Any, argument: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
         problem = limit_violation(keyword, argument, instance)
         if problem:
+            from jsonschema import ValidationError
+
             yield ValidationError(problem)
 
     return check
@@ -49,14 +51,22 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
     # The spec's patterns are ECMAScript's: `$` is the end of the text, not also the place before a final
     # newline as in Python (`"read_file\n"` is no tool name).
     if isinstance(instance, str) and not _compiled(pattern).search(instance):
+        from jsonschema import ValidationError
+
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-_WireValidator = extend(
-    Draft202012Validator,
-    {"pattern": _pattern, **{keyword: _limit_keyword(keyword) for keyword in SPEC_KEYWORDS}},
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
+@functools.cache
+def _wire_validator() -> Any:
+    """Draft 2020-12 with the spec's pattern dialect and limit keywords, and its integers."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.validators import extend
+
+    return extend(
+        Draft202012Validator,
+        {"pattern": _pattern, **{keyword: _limit_keyword(keyword) for keyword in SPEC_KEYWORDS}},
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
 
 
 @functools.cache
@@ -71,8 +81,10 @@ def compile_validator(spec_bundle: dict[str, Any], name: str) -> Validator:
     """A validator for the def `name` of a spec bundle."""
     if name not in spec_bundle["$defs"]:
         raise KeyError(f"the spec has no def named {name!r}")
+    from referencing import Registry, Resource
+
     registry: Registry = Registry().with_resource(BUNDLE_ID, Resource.from_contents(spec_bundle))
-    result: Validator = _WireValidator({"$ref": f"{BUNDLE_ID}#/$defs/{name}"}, registry=registry)
+    result: Validator = _wire_validator()({"$ref": f"{BUNDLE_ID}#/$defs/{name}"}, registry=registry)
     return result
 
 

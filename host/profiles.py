@@ -15,15 +15,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from jsonschema import ValidationError
 from pydantic import TypeAdapter
 
 from wuu.generated import validators
 from wuu.generated.models import ExecutionProfile
 
 from .errors import ProfileError
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 LOCAL = "local"
 # The fields whose zero selects the backend's default, like their omission (ExecutionProfile, rule (6)).
