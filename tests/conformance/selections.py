@@ -24,6 +24,9 @@ JOBS = 2
 """Cases of one selection run at once."""
 BACKGROUND = 3
 """Selections one pytest process runs in the background at once (each with up to JOBS processes)."""
+CASE_ALLOWANCE_S = 5.0
+"""What each case adds to a selection's deadline: a case of an unbroken host takes one or two seconds, and
+several times that on a loaded machine, so a long selection is not mistaken for a hung runner."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,11 @@ class Outcome:
         return self.status == Status.FAILED.value
 
 
+def deadline_of(job: Job, base: float) -> float:
+    """The longest a selection may run: `base`, and CASE_ALLOWANCE_S for each of its cases."""
+    return base + CASE_ALLOWANCE_S * len(job[0])
+
+
 async def run_selection(job: Job, deadline: float) -> list[Outcome]:
     """Run one selection; a runner that takes longer than `deadline` gives one `hung` outcome."""
     cases, command, timeout = job
@@ -60,7 +68,8 @@ class Selections:
 
     def __init__(self, shared: Path, jobs: dict[str, Job], wanted: set[str], deadline: float) -> None:
         """`jobs`: every selection by key, the longest first; `wanted`: the keys this session's tests ask for
-        (the only ones to prefetch); `deadline`: the longest one selection may run."""
+        (the only ones to prefetch); `deadline`: the longest one selection may run, besides what its cases
+        add (`deadline_of`)."""
         self._shared = shared
         self._jobs = jobs
         self._wanted = wanted
@@ -95,7 +104,8 @@ class Selections:
 
         async def one(key: str) -> None:
             try:
-                self._store(key, await run_selection(self._jobs[key], self._deadline))
+                job = self._jobs[key]
+                self._store(key, await run_selection(job, deadline_of(job, self._deadline)))
             finally:
                 gate.release()
 
@@ -111,14 +121,17 @@ class Selections:
 
     def outcomes(self, key: str) -> list[Outcome]:
         """The outcomes of one selection: run here and now if nobody has claimed it yet, else awaited."""
+        job = self._jobs[key]
+        limit = deadline_of(job, self._deadline)
         if self._claim(key):
-            ran = asyncio.run(run_selection(self._jobs[key], self._deadline))
+            ran = asyncio.run(run_selection(job, limit))
             self._store(key, ran)
             return ran
-        deadline = time.monotonic() + 3 * self._deadline
+        # Queued behind other selections, it may start late.
+        deadline = time.monotonic() + 3 * limit
         while (stored := self._load(key)) is None:
             if time.monotonic() > deadline:
-                pytest.fail(f"no worker finished the selection {key} within {3 * self._deadline:g} s")
+                pytest.fail(f"no worker finished the selection {key} within {3 * limit:g} s")
             time.sleep(0.05)
         return stored
 

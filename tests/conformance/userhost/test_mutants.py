@@ -53,7 +53,8 @@ TIMEOUT = 5.0
 # The controls run unbroken hosts: nothing there should wait for a timeout, and a short one only makes them
 # fail under load (a 32 MiB line or 20 MiB of attachments takes a while on a busy machine).
 CONTROL_TIMEOUT = 30.0
-# No selection may take longer than this: a runner that hangs fails its test instead of the whole run.
+# No selection may take longer than this and 5 s per case (selections.py): a runner that hangs fails its test
+# instead of the whole run.
 DEADLINE = 120.0
 
 UNCAUGHT: dict[str, str] = {}

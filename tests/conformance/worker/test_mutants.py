@@ -37,7 +37,8 @@ TIMEOUT = 10.0
 # The controls run the unmutated worker: nothing there should wait for a timeout, and a short one only makes
 # them fail under load (an orderly EOF cleanup on a busy machine can take longer than TIMEOUT).
 CONTROL_TIMEOUT = 30.0
-# No selection may take longer than this: a runner that hangs fails its test instead of the whole run.
+# No selection may take longer than this and 5 s per case (selections.py): a runner that hangs fails its test
+# instead of the whole run.
 DEADLINE = 60.0
 
 # Mutants that the suite does not catch yet, and why. strict: once a case catches one, its entry must go.
