@@ -58,7 +58,8 @@ async def shell(s: Session, script: str) -> str:
 async def repository(s: Session) -> None:
     """Initialize, skip unless the adapter provides the Git tools, and set up a repository at the root."""
     await s.initialize()
-    await run(s, "git_status")  # skips on unsupported_tool
+    if code_of(await s.execute("git_status")) == "unsupported_tool":
+        s.skip("the adapter does not provide the Git tools (git_status: unsupported_tool)")
     if not await local_root(s) and await runs_commands(s) is None:
         s.skip("no repository can be set up: the root is not local and the adapter runs no commands")
     await shell(s, _REPOSITORY)
