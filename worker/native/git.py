@@ -181,7 +181,7 @@ class GitRepository:
             env=self._environment,
         )
         assert process.stdout is not None and process.stderr is not None
-        errors = asyncio.ensure_future(process.stderr.read(_STDERR_BYTES))
+        errors = asyncio.ensure_future(_head(process.stderr, _STDERR_BYTES))
         finished = False
         stdout = bytearray()
         try:
@@ -215,6 +215,14 @@ class GitRepository:
             text += f"\n[output cut at {WORKER_GIT_OUTPUT_MAX_BYTES} bytes]"
         metadata = GitMetadata(exit_code=output.exit_code, truncated=truncated, withheld=output.withheld)
         return ToolResult(output=text, is_error=output.exit_code != 0, metadata=metadata.to_wire())
+
+
+async def _head(stream: asyncio.StreamReader, size: int) -> bytes:
+    """The first `size` bytes of a stream, read to its end: a writer is never left blocked on a full pipe."""
+    kept = bytearray()
+    while chunk := await stream.read(1 << 16):
+        kept += chunk[: max(0, size - len(kept))]
+    return bytes(kept)
 
 
 def _failed(run: _Run) -> _Output:
