@@ -326,8 +326,10 @@ class GitTools:
         if commit.exit_code != 0:
             raise WorkerError(ErrorCode.INVALID_REQUEST, f"revision: {arguments.revision} names no commit")
         sha = commit.stdout.decode().strip()
-        names = await repository.names("show", "--name-only", "--no-renames", "--format=", sha)
-        show = ("show", *_PATCH, "--format=medium", "--date=iso-strict", sha, "--")
+        # A merge's patch is against its first parent, as the spec says, not Git's combined diff.
+        first = "--diff-merges=first-parent"
+        names = await repository.names("show", "--name-only", "--no-renames", first, "--format=", sha)
+        show = ("show", *_PATCH, first, "--format=medium", "--date=iso-strict", sha, "--")
         return await self._withheld_patch(repository, names, *show)
 
     async def _add(self, repository: GitRepository, arguments: GitAddArguments) -> _Output:

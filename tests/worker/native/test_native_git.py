@@ -294,3 +294,20 @@ async def test_the_git_tools_without_git_are_unsupported_and_name_it(
     await worker.connect(str(root), SESSION)
     reply = await run_tool(worker, "git_status")
     assert code(reply) == "unsupported_tool" and "Git" in reply["error"]
+
+
+async def test_git_show_of_a_merge_shows_its_patch_against_the_first_parent(
+    client: WorkerClient, root: Path, home: Path
+) -> None:
+    git(root, home, "checkout", "-q", "-b", "side")
+    (root / ".env").write_text("TOKEN=merged-secret\n")
+    (root / "side.txt").write_text("from side\n")
+    git(root, home, "add", ".env", "side.txt")
+    git(root, home, "commit", "-q", "-m", "side work")
+    git(root, home, "checkout", "-q", "main")
+    git(root, home, "merge", "-q", "--no-ff", "--no-edit", "side")
+    reply = ok(await run_tool(client, "git_show", revision="HEAD"))
+    assert "+from side" in reply["output"] and "merged-secret" not in reply["output"]
+    assert reply["metadata"]["withheld"] == [".env"]
+    (root / "file.txt").write_text("x\n")
+    assert code(await run_tool(client, "git_status", path="file.txt")) == "invalid_request"
