@@ -89,6 +89,8 @@ WORKER_EXPORT_READ_MAX_BYTES: Final = 8388608
 """The largest `max_bytes` of `export/read`. (bytes)"""
 WORKER_SEARCH_LINE_MAX_CHARS: Final = 500
 """The longest line of text a `search_content` match shows, in Unicode code points; a longer one is cut and ends with `…`. (count)"""
+WORKER_GIT_OUTPUT_MAX_BYTES: Final = 262144
+"""The most bytes of output a Git tool returns; longer output is cut (GitMetadata.truncated). (bytes)"""
 WORKER_DELEGATE_CANCEL_WAIT_MS: Final = 35000
 """How long a delegating adapter waits for its peer's terminal reply to a cancelled request before it closes the unresponsive peer. (milliseconds)"""
 WORKER_DELEGATE_SHUTDOWN_GRACE_MS: Final = 10000
@@ -703,6 +705,15 @@ def _worker_tools() -> Mapping[str, ToolSpec]:
         EditFileMetadata,
         ExecCommandArguments,
         ExecCommandMetadata,
+        GitAddArguments,
+        GitBranchArguments,
+        GitCheckoutArguments,
+        GitCommitArguments,
+        GitDiffArguments,
+        GitLogArguments,
+        GitMetadata,
+        GitShowArguments,
+        GitStatusArguments,
         ListDirArguments,
         ListDirMetadata,
         ReadFileArguments,
@@ -763,6 +774,70 @@ def _worker_tools() -> Mapping[str, ToolSpec]:
             mutating=False,
             runs_commands=False,
             description="Find the paths that match a glob.",
+        ),
+        "git_status": ToolSpec(
+            tool="git_status",
+            arguments=GitStatusArguments,
+            metadata=GitMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Show the state of a Git working tree and index.",
+        ),
+        "git_diff": ToolSpec(
+            tool="git_diff",
+            arguments=GitDiffArguments,
+            metadata=GitMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Show the unstaged or the staged changes of a Git repository, sensitive files withheld.",
+        ),
+        "git_log": ToolSpec(
+            tool="git_log",
+            arguments=GitLogArguments,
+            metadata=GitMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Show a bounded number of commits of a Git history.",
+        ),
+        "git_show": ToolSpec(
+            tool="git_show",
+            arguments=GitShowArguments,
+            metadata=GitMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="Show one commit and its patch, sensitive files withheld.",
+        ),
+        "git_add": ToolSpec(
+            tool="git_add",
+            arguments=GitAddArguments,
+            metadata=GitMetadata,
+            mutating=True,
+            runs_commands=False,
+            description="Stage files, refusing any sensitive path they would stage.",
+        ),
+        "git_commit": ToolSpec(
+            tool="git_commit",
+            arguments=GitCommitArguments,
+            metadata=GitMetadata,
+            mutating=True,
+            runs_commands=False,
+            description="Commit the staged changes without running hooks, refusing a staged sensitive path.",
+        ),
+        "git_branch": ToolSpec(
+            tool="git_branch",
+            arguments=GitBranchArguments,
+            metadata=GitMetadata,
+            mutating=False,
+            runs_commands=False,
+            description="List the local branches, or create one (refused in read_only).",
+        ),
+        "git_checkout": ToolSpec(
+            tool="git_checkout",
+            arguments=GitCheckoutArguments,
+            metadata=GitMetadata,
+            mutating=True,
+            runs_commands=False,
+            description="Switch the working tree to a branch or a revision.",
         ),
         "exec_command": ToolSpec(
             tool="exec_command",

@@ -403,6 +403,135 @@ FrameId = TypeAliasType(
 Identifies a request within its direction of the connection. A non-empty string of at most 256 UTF-8 bytes. A request that reuses the id of a request of the same direction that is still in flight gets `invalid_request`; an id may be reused once its request has had its terminal reply.
 """
 
+GitBranchName = TypeAliasType(
+    "GitBranchName",
+    Annotated[
+        str,
+        Field(
+            max_length=256,
+            min_length=1,
+            pattern=compile("^[^-\\s\\u0000][^\\s\\u0000]*\\Z"),
+            title="GitBranchName",
+        ),
+    ],
+)
+"""
+The name of a branch to create or check out, as `git check-ref-format --branch` accepts it; it never starts with `-`.
+"""
+
+
+class GitCommitArguments(WireModel):
+    """
+    Arguments of `git_commit`: record what the index holds as a new commit on the current branch (`git commit -m`, never `-a`: only staged content). The author and committer are the repository's configured identity (`user.name` and `user.email`, from the repository's or the user's Git configuration); where either is missing the call is an error result naming the missing setting, and no identity is guessed (Git's `user.useConfigOnly`). Nothing staged is an error result. A mutating tool.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    message: Annotated[
+        str,
+        Field(max_length=65536, min_length=1, pattern="^[^\\u0000]*\\S[^\\u0000]*\\Z"),
+    ]
+    """
+    The commit message, used as given (Git strips its trailing blank lines and never opens an editor).
+    """
+
+
+WithheldItem = TypeAliasType("WithheldItem", Annotated[str, Field(min_length=1)])
+
+
+class GitMetadata(WireModel):
+    """
+    Metadata of the result of every Git tool. Open for extension: it MAY carry extension keys, which a host ignores (ToolResult.metadata).
+    """
+
+    model_config = ConfigDict(
+        extra="allow",
+    )
+    exit_code: Annotated[int, Field(ge=0, le=255)]
+    """
+    The exit status of the `git` command that did the tool's work; `is_error` is true exactly when it is not 0 or the tool refused before running it.
+    """
+    truncated: bool
+    """
+    True when the output was cut at git_output_max_bytes.
+    """
+    withheld: Annotated[list[WithheldItem], Field(max_length=10000)]
+    """
+    The sensitive paths (relative to the repository's top level) whose content a `git_diff` or `git_show` left out; empty for the other tools.
+    """
+
+
+GitPathspec = TypeAliasType(
+    "GitPathspec",
+    Annotated[
+        str,
+        Field(
+            max_length=1024,
+            min_length=1,
+            pattern=compile("^[^\\u0000\\n\\r]+\\Z"),
+            title="GitPathspec",
+        ),
+    ],
+)
+"""
+A Git pathspec (a path, a directory or a pattern, with Git's pathspec magic), relative to the repository directory `path`; it is always passed after `--`, so it is never read as an option or a revision. It holds no NUL byte and no line terminator.
+"""
+
+GitRevision = TypeAliasType(
+    "GitRevision",
+    Annotated[
+        str,
+        Field(
+            max_length=256,
+            min_length=1,
+            pattern=compile("^[^-\\s\\u0000][^\\s\\u0000]*\\Z"),
+            title="GitRevision",
+        ),
+    ],
+)
+"""
+A Git revision (a branch, a tag, a commit id or an expression such as `HEAD~2`), as `git rev-parse` reads it. It never starts with `-` (it is never read as an option) and holds no NUL byte, no line terminator and no space.
+"""
+
+
+class GitShowArguments(WireModel):
+    """
+    Arguments of `git_show`: one commit, its log entry (as `git_log` shows it) and its patch against its first parent (renames not detected, as `git_diff`). The revision MUST name a commit (a tag is followed to its commit); a revision that names a tree or a blob (`HEAD:.env`) or nothing gets `invalid_request`: file content is read with the file tools, not here.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    revision: GitRevision
+    """
+    The commit to show.
+    """
+
+
+class GitStatusArguments(WireModel):
+    """
+    Arguments of `git_status`: the state of the working tree and the index, as `git status --porcelain=v1 --branch --untracked-files=all` prints it (paths relative to the repository's top level). It locks nothing (`--no-optional-locks`): it runs alike in `read_only`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+
+
 Capability = TypeAliasType("Capability", Annotated[str, Field(min_length=1)])
 
 
@@ -859,7 +988,7 @@ class RedactionRule(WireModel):
 
 class RedactionRules(WireModel):
     """
-    The redaction of tool output (data/redaction_rules.json): text that looks like a secret is replaced before a tool's output leaves the worker. It applies to the matched lines of `search_content`, and to no other tool's output: `read_file` returns a file's bytes as they are (so that `edit_file` can name them, and a file the user asked for is shown whole), a command's output is the command's own, and the sensitive-path guard, not redaction, keeps credential files away. The rules apply one after another in list order, each to the text the previous one left: every non-overlapping match of a rule's `pattern`, from left to right, is replaced, the first of its capturing groups that took part in the match alone when there is one, else the whole match, by `[REDACTED:<id>]`, the rule's id in brackets. Redaction recognizes common secret shapes only. It cannot catch every secret: a password without a telltale name or prefix, a key split across lines or outputs, or a secret in any encoding (base64, hex, URL-escaped, compressed, spread over several search results) passes unchanged; and it may hide text that only looks like a secret. It lowers the chance of showing a secret; it is no boundary, and a host MUST NOT treat redacted output as free of secrets.
+    The redaction of tool output (data/redaction_rules.json): text that looks like a secret is replaced before a tool's output leaves the worker. It applies to the matched lines of `search_content` and to the output of the Git tools (git.schema.json: diffs, commit messages and Git's own messages), and to no other tool's output: `read_file` returns a file's bytes as they are (so that `edit_file` can name them, and a file the user asked for is shown whole), a command's output is the command's own, and the sensitive-path guard, not redaction, keeps credential files away. The rules apply one after another in list order, each to the text the previous one left: every non-overlapping match of a rule's `pattern`, from left to right, is replaced, the first of its capturing groups that took part in the match alone when there is one, else the whole match, by `[REDACTED:<id>]`, the rule's id in brackets. Redaction recognizes common secret shapes only. It cannot catch every secret: a password without a telltale name or prefix, a key split across lines or outputs, or a secret in any encoding (base64, hex, URL-escaped, compressed, spread over several search results) passes unchanged; and it may hide text that only looks like a secret. It lowers the chance of showing a secret; it is no boundary, and a host MUST NOT treat redacted output as free of secrets.
     """
 
     model_config = ConfigDict(
@@ -1451,6 +1580,118 @@ Frame = TypeAliasType(
 """
 Any frame of the worker protocol. The kinds are told apart by their keys: a request has `token`, a callback request has `parent`, a notification has `method` but no `id`, and a reply has neither `method` nor `token`.
 """
+
+
+class GitAddArguments(WireModel):
+    """
+    Arguments of `git_add`: stage what the pathspecs match (`git add -- <paths>`: changed tracked files, deletions and untracked files that are not ignored; an ignored file is never added, there is no force). A mutating tool.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    paths: Annotated[list[GitPathspec], Field(max_length=64, min_length=1)]
+    """
+    What to stage: files, directories (`.` for the whole tree) or pathspec patterns.
+    """
+
+
+class GitBranchArguments(WireModel):
+    """
+    Arguments of `git_branch`: without `create`, list the local branches (`git branch --list`, the current one marked `*`); with `create`, create that branch at `start_point` without checking it out. Listing does not change the repository; creating does, and so `read_only` refuses a `git_branch` with `create` with `permission_denied` as it refuses a mutating tool.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    create: Annotated[GitBranchName | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The branch to create; an existing one is an error result.
+    """
+    start_point: Annotated[GitRevision | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Where the new branch points; `HEAD` when absent. Only with `create`.
+    """
+
+
+class GitCheckoutArguments(WireModel):
+    """
+    Arguments of `git_checkout`: switch the working tree to a branch, or detach it at a revision (`git checkout <target>`). Git refuses, as an error result, when local changes would be overwritten. A mutating tool.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    target: GitRevision
+    """
+    The branch to switch to, or the revision to detach at.
+    """
+
+
+class GitDiffArguments(WireModel):
+    """
+    Arguments of `git_diff`: the changes of the working tree against the index, or with `staged` those of the index against `HEAD` (against the empty tree before the first commit), as a unified patch. Renames are not detected (each side is shown as a deletion and an addition), so that every file of the patch is guarded by its own path.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    staged: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, the changes staged for the next commit (`git diff --cached`).
+    """
+    paths: Annotated[
+        list[GitPathspec] | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=64),
+    ] = None
+    """
+    Pathspecs that narrow the diff to the files they match; every file when absent or empty.
+    """
+
+
+class GitLogArguments(WireModel):
+    """
+    Arguments of `git_log`: the history reachable from a revision, newest first, one entry per commit: `commit <id>`, `Author: <name> <email>`, `Date: <ISO 8601 date>`, then the message indented by four spaces (Git's `medium` format with `--date=iso-strict`), at most `max_count` commits.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = "."
+    """
+    The repository to act on: a directory in its working tree, relative to the root or absolute; the root by default.
+    """
+    revision: Annotated[GitRevision | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Where the history starts; `HEAD` when absent.
+    """
+    max_count: Annotated[int, Field(ge=1, json_schema_extra={"x-not-null": True}, le=200)] = 20
+    """
+    The most commits to show.
+    """
+    paths: Annotated[
+        list[GitPathspec] | None,
+        Field(json_schema_extra={"x-not-null": True}, max_length=64),
+    ] = None
+    """
+    Pathspecs: only the commits that change a file they match.
+    """
 
 
 class InitializeResult(WireModel):

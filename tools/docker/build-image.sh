@@ -4,8 +4,8 @@
 #   tools/docker/build-image.sh            (DOCKER_HOST selects the engine, as for the docker CLI)
 #
 # The image is three layers, each cached where it is cheap to keep:
-#   1. a Debian bookworm minbase rootfs with python3 and ripgrep (the search tools' rg), by debootstrap from
-#      the machine's own Debian mirror,
+#   1. a Debian bookworm minbase rootfs with python3, ripgrep (the search tools' rg) and git (the
+#      Git tools), by debootstrap from the machine's own Debian mirror,
 #      kept as a tarball in $WUU_DOCKER_CACHE (default ~/.cache/wuu-docker) and imported into the engine;
 #   2. the project's runtime dependencies for the image's python3 (3.11), at the versions of the project's
 #      .venv (the host side), kept as a directory in the cache;
@@ -26,7 +26,7 @@ SUITE=bookworm
 PY_VERSION=3.11 # bookworm's python3
 GLIBC_MINOR=36  # bookworm's glibc 2.36: the newest manylinux wheels the image can load
 # Bump to rebuild the cached rootfs (its content changes here, not with the project).
-ROOTFS_RECIPE=2
+ROOTFS_RECIPE=3
 
 PATH_ENV=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SITE=/opt/wuu/site # the project
@@ -106,12 +106,12 @@ ROOTFS_TAR=$CACHE/rootfs-$SUITE-minbase-$ARCH-r$ROOTFS_RECIPE.tar
 if [[ ! -s $ROOTFS_TAR ]]; then
 	command -v debootstrap >/dev/null || die "no debootstrap (apt-get install -y debootstrap)"
 	mirror=$(debian_mirror)
-	say "debootstrap $SUITE (minbase + python3, ripgrep) from $mirror"
+	say "debootstrap $SUITE (minbase + python3, ripgrep, git) from $mirror"
 	rootfs=$WORK/rootfs
 	mkdir -p "$rootfs"
 	# In memory when possible: dpkg syncs every file it unpacks, which on a busy disk is most of the time.
 	mount -t tmpfs -o size=2g,mode=0755 wuu-rootfs "$rootfs" 2>/dev/null || say "(no tmpfs; building on disk)"
-	debootstrap --variant=minbase --include=python3,ripgrep "$SUITE" "$rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 || {
+	debootstrap --variant=minbase --include=python3,ripgrep,git "$SUITE" "$rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 || {
 		tail -n 30 "$WORK/debootstrap.log" >&2
 		die "debootstrap failed"
 	}
@@ -254,4 +254,5 @@ done
 docker run --rm --network none "$IMAGE" python3 -c 'import wuu.worker.native.worker, wuu.worker.native.daemon' ||
 	die "the image's python3 cannot import the worker"
 docker run --rm --network none "$IMAGE" rg --version >/dev/null || die "the image has no ripgrep (rg)"
+docker run --rm --network none "$IMAGE" git --version >/dev/null || die "the image has no git"
 say "built $IMAGE (revision $revision, $(docker image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%d MB", $1 / 1e6}'))"

@@ -1,8 +1,8 @@
 """The native reference worker: every core tool, background processes and exports, on this machine.
 
-Tools (the file tools, the search tools) resolve their paths inside the bound root in `standard` and
-`read_only`, refuse sensitive paths in every mode, and run commands under Landlock in the confined modes,
-never unconfined in their place (spec: execute.schema.json, search.schema.json).
+Tools (the file tools, the search tools, the Git tools) resolve their paths inside the bound root in
+`standard` and `read_only`, refuse sensitive paths in every mode, and run commands under Landlock in the
+confined modes, never unconfined in their place (spec: execute.schema.json, search.schema.json, git.schema.json).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from wuu.generated.models import (
     ExportOpenResult,
     ExportReadParams,
     ExportReadResult,
+    GitBranchArguments,
     InitializeParams,
     ListDirArguments,
     PermissionMode,
@@ -57,7 +58,7 @@ from wuu.generated.wire import WireModel
 from ..backend import ExecutionBackendV4, RequestContext
 from ..binding import same_binding
 from ..errors import WorkerError
-from . import files, search
+from . import files, git, search
 from .environment import command_environment
 from .exports import Exports
 from .paths import Resolved, resolve_tool_path
@@ -81,7 +82,8 @@ class NativeWorker:
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
-        self._sensitive = SensitivePaths.load(home=default_home(environ), wuu_home=default_wuu_home(environ))
+        self._home = default_home(environ)
+        self._sensitive = SensitivePaths.load(home=self._home, wuu_home=default_wuu_home(environ))
         self._binding: InitializeParams | None = None
         self._root = Path("/")
         self._private: Path | None = None
@@ -212,6 +214,19 @@ class NativeWorker:
         if isinstance(arguments, SearchFilesArguments):
             return await search.search_files(
                 self._path(arguments.path, mode, write=False), arguments, root=self._root
+            )
+        if isinstance(arguments, git.GitArguments):
+            if (
+                isinstance(arguments, GitBranchArguments)
+                and arguments.create
+                and mode is PermissionMode.READ_ONLY
+            ):
+                raise WorkerError(
+                    ErrorCode.PERMISSION_DENIED,
+                    "git_branch create changes the repository; the mode is read_only",
+                )
+            return await git.GitTools(self._sensitive, default_redactor()).call(
+                self._path(arguments.path, mode, write=False), arguments, home=self._home
             )
         raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, request.tool)
 

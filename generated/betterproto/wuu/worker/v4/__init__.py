@@ -27,6 +27,15 @@ __all__ = (
     "ExportReadParams",
     "ExportReadResult",
     "Frame",
+    "GitAddArguments",
+    "GitBranchArguments",
+    "GitCheckoutArguments",
+    "GitCommitArguments",
+    "GitDiffArguments",
+    "GitLogArguments",
+    "GitMetadata",
+    "GitShowArguments",
+    "GitStatusArguments",
     "InitializeParams",
     "InitializeResult",
     "ListDirArguments",
@@ -1126,6 +1135,207 @@ class Frame(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.worker.v4", "Frame", Frame)
+
+
+@dataclass(eq=False, repr=False)
+class GitAddArguments(betterproto2.Message):
+    """
+    Arguments of `git_add`: stage what the pathspecs match, refusing any sensitive path.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    paths: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
+    """
+    What to stage (each a GitPathspec).
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitAddArguments", GitAddArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitBranchArguments(betterproto2.Message):
+    """
+    Arguments of `git_branch`: list the local branches, or create one.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    create: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    The branch to create (a GitBranchName); absent to list.
+    """
+
+    start_point: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
+    """
+    Where the new branch points (a GitRevision); `HEAD` when absent.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitBranchArguments", GitBranchArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitCheckoutArguments(betterproto2.Message):
+    """
+    Arguments of `git_checkout`: switch to a branch or detach at a revision.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    target: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The branch or revision (a GitRevision).
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitCheckoutArguments", GitCheckoutArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitCommitArguments(betterproto2.Message):
+    """
+    Arguments of `git_commit`: commit the staged changes, without hooks.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    message: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The commit message.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitCommitArguments", GitCommitArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitDiffArguments(betterproto2.Message):
+    """
+    Arguments of `git_diff`: the unstaged changes, or the staged ones, as a unified patch.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    staged: "bool | None" = betterproto2.field(2, betterproto2.TYPE_BOOL, optional=True)
+    """
+    When true, the changes staged for the next commit.
+    """
+
+    paths: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Pathspecs that narrow the diff (each a GitPathspec).
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitDiffArguments", GitDiffArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitLogArguments(betterproto2.Message):
+    """
+    Arguments of `git_log`: at most `max_count` commits reachable from a revision, newest first.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    revision: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
+    """
+    Where the history starts (a GitRevision); `HEAD` when absent.
+    """
+
+    max_count: "int | None" = betterproto2.field(3, betterproto2.TYPE_INT32, optional=True)
+    """
+    The most commits to show.
+    """
+
+    paths: "list[str]" = betterproto2.field(4, betterproto2.TYPE_STRING, repeated=True)
+    """
+    Pathspecs: only the commits that change a file they match.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitLogArguments", GitLogArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitMetadata(betterproto2.Message):
+    """
+    Metadata of the result of every Git tool.
+    """
+
+    exit_code: "int" = betterproto2.field(1, betterproto2.TYPE_INT32)
+    """
+    The exit status of the `git` command that did the tool's work.
+    """
+
+    truncated: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    True when the output was cut at git_output_max_bytes.
+    """
+
+    withheld: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
+    """
+    The sensitive paths whose content a `git_diff` or `git_show` left out.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitMetadata", GitMetadata)
+
+
+@dataclass(eq=False, repr=False)
+class GitShowArguments(betterproto2.Message):
+    """
+    Arguments of `git_show`: one commit and its patch.
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+    revision: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The commit to show (a GitRevision that names a commit).
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitShowArguments", GitShowArguments)
+
+
+@dataclass(eq=False, repr=False)
+class GitStatusArguments(betterproto2.Message):
+    """
+    Arguments of `git_status`: the state of a Git working tree and index. The rules of the Git tools are
+    the JSON Schema's (git.schema.json).
+    """
+
+    path: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
+    """
+    The repository to act on: a directory in its working tree; the root by default.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "GitStatusArguments", GitStatusArguments)
 
 
 @dataclass(eq=False, repr=False)

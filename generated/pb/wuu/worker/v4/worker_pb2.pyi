@@ -453,6 +453,86 @@ class SearchFilesMetadata(_message.Message):
     truncated: bool
     def __init__(self, paths: _Optional[_Iterable[str]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
+class GitStatusArguments(_message.Message):
+    __slots__ = ("path",)
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    def __init__(self, path: _Optional[str] = ...) -> None: ...
+
+class GitDiffArguments(_message.Message):
+    __slots__ = ("path", "staged", "paths")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    STAGED_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    staged: bool
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, path: _Optional[str] = ..., staged: _Optional[bool] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GitLogArguments(_message.Message):
+    __slots__ = ("path", "revision", "max_count", "paths")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    MAX_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    revision: str
+    max_count: int
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, path: _Optional[str] = ..., revision: _Optional[str] = ..., max_count: _Optional[int] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GitShowArguments(_message.Message):
+    __slots__ = ("path", "revision")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    revision: str
+    def __init__(self, path: _Optional[str] = ..., revision: _Optional[str] = ...) -> None: ...
+
+class GitAddArguments(_message.Message):
+    __slots__ = ("path", "paths")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PATHS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, path: _Optional[str] = ..., paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GitCommitArguments(_message.Message):
+    __slots__ = ("path", "message")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    message: str
+    def __init__(self, path: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class GitBranchArguments(_message.Message):
+    __slots__ = ("path", "create", "start_point")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    CREATE_FIELD_NUMBER: _ClassVar[int]
+    START_POINT_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    create: str
+    start_point: str
+    def __init__(self, path: _Optional[str] = ..., create: _Optional[str] = ..., start_point: _Optional[str] = ...) -> None: ...
+
+class GitCheckoutArguments(_message.Message):
+    __slots__ = ("path", "target")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    target: str
+    def __init__(self, path: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class GitMetadata(_message.Message):
+    __slots__ = ("exit_code", "truncated", "withheld")
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    WITHHELD_FIELD_NUMBER: _ClassVar[int]
+    exit_code: int
+    truncated: bool
+    withheld: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, exit_code: _Optional[int] = ..., truncated: _Optional[bool] = ..., withheld: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ExecCommandArguments(_message.Message):
     __slots__ = ("argv", "cwd", "env", "timeout_ms")
     class EnvEntry(_message.Message):
