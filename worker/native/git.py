@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ from wuu.generated.models import (
 )
 
 from ..errors import WorkerError
-from .environment import MINIMAL_PATH
+from .environment import MINIMAL_PATH, required_command
 from .files import os_errors
 from .paths import Resolved
 from .redaction import Redactor
@@ -71,16 +70,6 @@ _HARDENING = (
 # detected, so that each file is guarded under its own path.
 _PATCH = ("--no-ext-diff", "--no-textconv", "--no-renames", "--no-color", "--ignore-submodules=all")
 _FILTER_VARIABLES = ("clean", "smudge", "process")
-
-
-def _git() -> str:
-    found = shutil.which("git")
-    if found is None:
-        raise WorkerError(
-            ErrorCode.UNSUPPORTED_TOOL,
-            "the Git tools need Git (the git command), which is not installed where this worker runs",
-        )
-    return found
 
 
 @dataclass
@@ -121,7 +110,7 @@ class GitRepository:
         whose top level or Git directory is outside the root (a `.git` file or `core.worktree` pointing
         out) gets `path_outside_root`.
         """
-        git = _git()
+        git = required_command("git", "the Git tools need Git")
         directory = target.directory()
         with os_errors(directory):
             if not stat.S_ISDIR(os.stat(directory).st_mode):

@@ -14,7 +14,6 @@ import base64
 import contextlib
 import os
 import re
-import shutil
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from wuu.generated.models import (
 )
 
 from ..errors import WorkerError
+from .environment import required_command
 from .files import os_errors
 from .paths import Resolved
 from .redaction import Redactor
@@ -55,16 +55,6 @@ class _Matches:
     lines: list[str] = field(default_factory=list)
     files: set[str] = field(default_factory=set)
     truncated: bool = False
-
-
-def _ripgrep() -> str:
-    found = shutil.which("rg")
-    if found is None:
-        raise WorkerError(
-            ErrorCode.UNSUPPORTED_TOOL,
-            "search_content needs ripgrep (the rg command), which is not installed where this worker runs",
-        )
-    return found
 
 
 def _shown(path: str, real_root: str) -> str:
@@ -158,7 +148,7 @@ async def search_content(
     redactor: Redactor,
 ) -> ToolResult:
     """Run ripgrep over the target and show at most `max_results` matching lines, guarded and redacted."""
-    rg = _ripgrep()
+    rg = required_command("rg", "search_content needs ripgrep")
     kind = _kind(target)
     if not (stat.S_ISDIR(kind) or stat.S_ISREG(kind)):
         raise WorkerError(ErrorCode.INVALID_REQUEST, f"{target.requested} is neither a directory nor a file")
