@@ -330,7 +330,7 @@ class HostSession(Checks):
         host's composition does not select the `wuu.client-input-receipts` observer, so it admits no input
         (spec/schema/userhost/personal.schema.json, `AgentsSendParams`), and the case needs an admitted one."""
         if code_of(message) == "input_receipts_unavailable":
-            raise CaseSkipped(
+            self.skip(
                 f"the host's composition does not select {RECEIPTS} (agents.send answered "
                 "input_receipts_unavailable): it admits no input, and this case needs one"
             )
