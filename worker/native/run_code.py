@@ -27,7 +27,9 @@ from wuu.generated.models import ErrorCode, ResultView, RunCodeParams, ToolResul
 
 from ..backend import RequestContext
 from ..errors import WorkerError
+from .children import ChildTransport, despite_cancellation, spawn
 from .environment import MINIMAL_PATH
+from .spawner import Spawner
 
 RUNNER = Path(__file__).with_name("run_code.mjs")
 NODE_MINIMUM = (22, 19)
@@ -70,16 +72,18 @@ def find_node() -> str:
 
 class CodeRunner:
     """The `run_code` handler of one connection, whose actor shares one `state`; advertised only where a
-    Node.js 22.19+ is found. `directory` gives the programs' working directory, once the binding is made."""
+    Node.js 22.19+ is found and the worker can confine it. `confinement` gives the programs' working
+    directory and the read_only spawner, once the binding is made (WorkerError when there is none)."""
 
-    def __init__(self, directory: Callable[[], Path], max_output_bytes: int) -> None:
-        self.directory = directory
+    def __init__(self, confinement: Callable[[], tuple[Path, Spawner]], max_output_bytes: int) -> None:
+        self.confinement = confinement
         self.max_output_bytes = max_output_bytes
         self.state: dict[str, Any] = {}
 
     def available(self) -> bool:
         try:
             find_node()
+            self.confinement()
         except WorkerError:
             return False
         return True
@@ -90,62 +94,69 @@ class CodeRunner:
                 ErrorCode.UNSUPPORTED_POLICY, f"run_code runs {LANGUAGE}, not {params.language!r}"
             )
         node = find_node()
-        read_end, write_end = os.pipe()
+        directory, spawner = self.confinement()
+        messages, messages_end = os.pipe()
         try:
-            process = await asyncio.create_subprocess_exec(
-                node,
-                "--permission",
-                str(RUNNER),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                pass_fds=(write_end,),
-                cwd=self.directory(),
-                env={"PATH": MINIMAL_PATH, "WUU_RUN_CODE_FD": str(write_end)},
-                start_new_session=True,
+            # The interpreter is the worker's child like a read_only command's (a process tree of a
+            # command never takes it for one of its orphans), and confined like one besides Node's own
+            # permission model.
+            transport, program = await spawn(
+                spawner,
+                lambda: _Interpreter(self.max_output_bytes),
+                [node, "--permission", str(RUNNER)],
+                cwd=directory,
+                env={"PATH": MINIMAL_PATH, "WUU_RUN_CODE_FD": str(messages_end)},
+                stdin=True,
+                pass_fds=(messages_end,),
             )
+        except (OSError, subprocess.SubprocessError) as error:
+            os.close(messages)
+            raise WorkerError(ErrorCode.INTERNAL, f"the interpreter could not start: {error}") from None
         finally:
-            os.close(write_end)
+            os.close(messages_end)
         try:
             async with asyncio.timeout(params.timeout_ms / 1000 if params.timeout_ms else None):
-                done, printed = await self._converse(process, read_end, params.source, context)
+                done = await self._converse(transport, program, messages, params.source, context)
         except TimeoutError:
-            return ToolResult(
-                output=f"the program was stopped after {params.timeout_ms} ms", is_error=True, metadata={}
-            )
+            done = {"error": f"the program was stopped after {params.timeout_ms} ms"}
         finally:
-            os.close(read_end)
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
-        return self._result(params.result_view, done, printed)
+            # Whatever the program left behind (a timer, a pending call) ends with it.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(transport.get_pid(), signal.SIGKILL)
+            await despite_cancellation(program.ended())
+            transport.close()
+        return self._result(params.result_view, done, program)
 
     async def _converse(
-        self, process: asyncio.subprocess.Process, messages_fd: int, source: str, context: RequestContext
-    ) -> tuple[Mapping[str, Any], bytes]:
-        """Give the program its source and state, answer its tool calls, and return its `done` message and
-        what it printed."""
-        assert process.stdin is not None and process.stdout is not None
+        self,
+        transport: ChildTransport,
+        program: _Interpreter,
+        messages: int,
+        source: str,
+        context: RequestContext,
+    ) -> Mapping[str, Any]:
+        """Give the program its source and state, answer its tool calls, and return its `done` message."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=STATE_MAX_BYTES * 4)
-        await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(messages_fd), "rb", 0)
+        reading, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(messages, "rb", 0)
         )
-        printing = asyncio.create_task(self._printed(process.stdout))
-        stdin = process.stdin
-        stdin.write(json.dumps({"source": source, "state": self.state}).encode() + b"\n")
-        calls: set[asyncio.Task[None]] = set()
+        stdin = transport.get_pipe_transport(0)
+        assert stdin is not None
+
+        def send(message: Mapping[str, Any]) -> None:
+            if not stdin.is_closing():  # the program has ended: nobody waits for the answer
+                stdin.write(json.dumps(message).encode() + b"\n")
 
         async def answer(call: Mapping[str, Any]) -> None:
             try:
                 result = await context.invoke_tool(str(call["tool"]), call.get("arguments") or {})
-                reply: dict[str, Any] = {"id": call["id"], "result": result.to_wire()}
+                send({"id": call["id"], "result": result.to_wire()})
             except WorkerError as error:
-                reply = {"id": call["id"], "error": str(error)}
-            with contextlib.suppress(ConnectionError):
-                stdin.write(json.dumps(reply).encode() + b"\n")
+                send({"id": call["id"], "error": str(error)})
 
+        calls: set[asyncio.Task[None]] = set()
+        send({"source": source, "state": self.state})
         try:
             while line := await reader.readline():
                 message = json.loads(line)
@@ -154,29 +165,16 @@ class CodeRunner:
                     calls.add(task)
                     task.add_done_callback(calls.discard)
                 elif "done" in message:
-                    await process.wait()
-                    return message["done"], await printing
-            await process.wait()
-            printed = await printing
-            raise WorkerError(
-                ErrorCode.INTERNAL,
-                f"the interpreter ended without a result (status {process.returncode}): "
-                f"{printed[-2000:].decode('utf-8', 'replace')}",
-            )
+                    done: Mapping[str, Any] = message["done"]
+                    return done
+            await program.ended()
+            return {"error": f"the interpreter ended before the program did ({program.status(transport)})"}
         finally:
             for task in calls:
                 task.cancel()
-            printing.cancel()
+            reading.close()
 
-    async def _printed(self, stream: asyncio.StreamReader) -> bytes:
-        """What the program printed, its last `max_output_bytes` when it printed more."""
-        kept = bytearray()
-        while chunk := await stream.read(65536):
-            kept += chunk
-            del kept[: max(0, len(kept) - self.max_output_bytes)]
-        return bytes(kept)
-
-    def _result(self, view: ResultView, done: Mapping[str, Any], printed: bytes) -> ToolResult:
+    def _result(self, view: ResultView, done: Mapping[str, Any], program: _Interpreter) -> ToolResult:
         error = done.get("error")
         state = done.get("state")
         if error is None and isinstance(state, dict):
@@ -184,14 +182,63 @@ class CodeRunner:
                 error = f"the state is larger than {STATE_MAX_BYTES} bytes as JSON; it was not kept"
             else:
                 self.state = state
-        output = printed.decode("utf-8", "replace")
+        output = program.output()
+        if error is not None:  # a program that failed has no value to show
+            return ToolResult(
+                output=_lines("" if view is ResultView.VALUE else output, error), is_error=True, metadata={}
+            )
         value = json.dumps(done.get("value"), ensure_ascii=False, separators=(",", ":"))
         if view is ResultView.VALUE:
             text = value
         elif view is ResultView.BOTH:
-            text = f"{output}{'' if not output or output.endswith(chr(10)) else chr(10)}{value}"
+            text = _lines(output, value)
         else:
             text = output
-        if error is not None:
-            text = f"{text}{'' if not text or text.endswith(chr(10)) else chr(10)}{error}"
-        return ToolResult(output=text, is_error=error is not None, metadata={})
+        return ToolResult(output=text, is_error=False, metadata={})
+
+
+def _lines(first: str, second: str) -> str:
+    """`second` on a line of its own after `first`."""
+    return f"{first}{'' if not first or first.endswith(chr(10)) else chr(10)}{second}"
+
+
+class _Interpreter(asyncio.SubprocessProtocol):
+    """The interpreter's printed output (its last `max_output_bytes`) and its end."""
+
+    def __init__(self, max_output_bytes: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._kept = bytearray()
+        self._total = 0
+        self._max = max_output_bytes
+        self._exited: asyncio.Future[None] = loop.create_future()
+        self._drained: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self._total += len(data)
+        self._kept += data
+        del self._kept[: max(0, len(self._kept) - self._max)]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1 and not self._drained.done():
+            self._drained.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self._exited.done():
+            self._exited.set_result(None)
+
+    async def ended(self) -> None:
+        """Wait until the interpreter is reaped and all it printed is read."""
+        await self._exited
+        await self._drained
+
+    def output(self) -> str:
+        text = self._kept.decode("utf-8", "replace")
+        if self._total > len(self._kept):
+            return f"[{self._total - len(self._kept)} earlier bytes omitted]\n{text}"
+        return text
+
+    @staticmethod
+    def status(transport: ChildTransport) -> str:
+        code = transport.get_returncode()
+        assert code is not None
+        return f"killed by signal {-code}" if code < 0 else f"exit status {code}"

@@ -110,7 +110,7 @@ class NativeWorker:
             "export/open": self.export_open,
             "export/read": self.export_read,
             "export/close": self.export_close,
-            "run_code": CodeRunner(self._programs_directory, EXEC_OUTPUT_BYTES),
+            "run_code": CodeRunner(self._program_confinement, EXEC_OUTPUT_BYTES),
         }
         return ExecutionBackendV4(
             initialize=self.initialize,
@@ -340,9 +340,10 @@ class NativeWorker:
     async def export_close(self, params: ExportCloseParams, context: RequestContext) -> EmptyResult:
         return self.exports.close(params.token)
 
-    def _programs_directory(self) -> Path:
+    def _program_confinement(self) -> tuple[Path, Spawner]:
+        """Where a `run_code` program runs and what starts its interpreter: the read_only sandbox."""
         assert self._private is not None, "initialize comes first"
-        return self._private / "tmp"
+        return self._private / "tmp", self._sandbox(PermissionMode.READ_ONLY)
 
 
 def _tool_arguments(model: type[WireModel], text: str) -> WireModel:

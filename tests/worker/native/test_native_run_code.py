@@ -137,7 +137,7 @@ async def test_a_throwing_program_is_an_error_result_with_its_output(
     reply = ok(
         await client.request("run_code", program("console.log('before'); throw new TypeError('bad');"))
     )
-    assert reply == {"output": "before\nnull\nTypeError: bad", "is_error": True, "metadata": {}}
+    assert reply == {"output": "before\nTypeError: bad", "is_error": True, "metadata": {}}
 
 
 async def test_another_language_is_refused(start: Callable[..., Awaitable[WorkerClient]]) -> None:
