@@ -37,7 +37,8 @@ lines.on('line', (line) => {
 // `tools.read_file({path: 'a.txt'})` resolves to the tool's result ({output, is_error, metadata}).
 const tools = new Proxy({}, {
   get(_, tool) {
-    if (typeof tool !== 'string') return undefined;
+    // Not `then`: `tools` is no promise, so `await tools` is not a tool call.
+    if (typeof tool !== 'string' || tool === 'then') return undefined;
     return (args = {}) => new Promise((resolve, reject) => {
       const id = ++calls;
       waiting.set(id, { resolve, reject });

@@ -21,7 +21,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from wuu.generated.models import ErrorCode, ResultView, RunCodeParams, ToolResult
 
@@ -37,6 +37,8 @@ NODE_MINIMUM = (22, 19)
 LANGUAGE = "javascript"
 STATE_MAX_BYTES = 1 << 20
 """The largest actor state, as JSON text; a program that leaves a larger one gets an error result."""
+MESSAGE_MAX_BYTES = 4 * STATE_MAX_BYTES
+"""The largest message of the program (a tool call, or its end with value and state) the worker reads."""
 _VERSION = re.compile(rb"v(\d+)\.(\d+)\.\d+")
 
 
@@ -114,9 +116,10 @@ class CodeRunner:
             raise WorkerError(ErrorCode.INTERNAL, f"the interpreter could not start: {error}") from None
         finally:
             os.close(messages_end)
+        pipe = os.fdopen(messages, "rb", 0)
         try:
             async with asyncio.timeout(params.timeout_ms / 1000 if params.timeout_ms else None):
-                done = await self._converse(transport, program, messages, params.source, context)
+                done = await self._converse(transport, program, pipe, params.source, context)
         except TimeoutError:
             done = {"error": f"the program was stopped after {params.timeout_ms} ms"}
         finally:
@@ -125,22 +128,21 @@ class CodeRunner:
                 os.killpg(transport.get_pid(), signal.SIGKILL)
             await despite_cancellation(program.ended())
             transport.close()
+            pipe.close()
         return self._result(params.result_view, done, program)
 
     async def _converse(
         self,
         transport: ChildTransport,
         program: _Interpreter,
-        messages: int,
+        messages: BinaryIO,
         source: str,
         context: RequestContext,
     ) -> Mapping[str, Any]:
         """Give the program its source and state, answer its tool calls, and return its `done` message."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=STATE_MAX_BYTES * 4)
-        reading, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(messages, "rb", 0)
-        )
+        reader = asyncio.StreamReader(limit=MESSAGE_MAX_BYTES)
+        reading, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), messages)
         stdin = transport.get_pipe_transport(0)
         assert stdin is not None
 
@@ -150,7 +152,12 @@ class CodeRunner:
 
         async def answer(call: Mapping[str, Any]) -> None:
             try:
-                result = await context.invoke_tool(str(call["tool"]), call.get("arguments") or {})
+                arguments = call.get("arguments")
+                if not isinstance(arguments, dict):
+                    raise WorkerError(
+                        ErrorCode.INVALID_REQUEST, f"tools.{call['tool']}: the arguments are not an object"
+                    )
+                result = await context.invoke_tool(call["tool"], arguments)
                 send({"id": call["id"], "result": result.to_wire()})
             except WorkerError as error:
                 send({"id": call["id"], "error": str(error)})
@@ -158,7 +165,13 @@ class CodeRunner:
         calls: set[asyncio.Task[None]] = set()
         send({"source": source, "state": self.state})
         try:
-            while line := await reader.readline():
+            while True:
+                try:
+                    line = await reader.readline()
+                except ValueError:  # a line past the reader's limit
+                    return {"error": f"the program sent a message larger than {MESSAGE_MAX_BYTES} bytes"}
+                if not line:
+                    break
                 message = json.loads(line)
                 if "call" in message:
                     task = asyncio.create_task(answer(message["call"]))

@@ -179,3 +179,68 @@ async def test_without_a_recent_node_run_code_is_not_offered(spawn_client: Spawn
     ready = ok(await client.request("initialize", binding(tmp_path)))
     assert "run_code" not in ready["methods"]
     assert code(await client.request("run_code", program("return 1"))) == "unsupported_method"
+
+
+async def test_a_call_the_host_could_not_take_is_refused_to_the_program(
+    start: Callable[..., Awaitable[WorkerClient]],
+) -> None:
+    client = await start()
+    source = (
+        "const seen = [];"
+        "for (const call of [() => tools['Not-A-Tool']({}), () => tools.echo(5)]) {"
+        "  try { await call(); seen.push('called'); } catch (e) { seen.push(e.message.split(':')[0]); }"
+        "}"
+        "seen.push(typeof (await tools));"
+        "return seen;"
+    )
+    reply = ok(await client.request("run_code", program(source, "value")))
+    assert json.loads(reply["output"]) == ["invalid_request", "invalid_request", "object"]
+    assert not any(b'"tool/invoke"' in line for line in client.transcript.received_lines())
+
+
+async def test_a_program_that_exits_is_an_error_result_naming_the_status(
+    start: Callable[..., Awaitable[WorkerClient]],
+) -> None:
+    client = await start()
+    reply = ok(await client.request("run_code", program("console.log('bye'); process.exit(3);")))
+    assert reply == {
+        "output": "bye\nthe interpreter ended before the program did (exit status 3)",
+        "is_error": True,
+        "metadata": {},
+    }
+
+
+async def test_a_command_running_beside_a_program_leaves_the_interpreter_alone(
+    start: Callable[..., Awaitable[WorkerClient]],
+) -> None:
+    """A command's process tree holds the orphans the worker adopts while it runs: the interpreter, started
+    meanwhile, is no orphan, so the command's end (its tree killed) does not end the program."""
+    called, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(params: ToolInvokeParams, parent: str) -> ToolResult:
+        called.set()
+        await release.wait()
+        return ToolResult(output="late", is_error=False, metadata={})
+
+    client = await start(slow)
+    assert client.process is not None
+    worker = client.process.pid
+    sleep = {
+        "tool": "exec_command",
+        "call": {"id": "c1", "arguments": json.dumps({"argv": ["sleep", "0.5"]})},
+        "actor": {"kind": "agent", "id": "a"},
+        "permission_mode": "standard",
+    }
+    command = asyncio.create_task(client.request("execute", sleep))
+    await until(lambda: children(worker) != [], "the command to start")
+    running = asyncio.create_task(
+        client.request("run_code", program("return (await tools.wait({})).output;", "value"))
+    )
+    await asyncio.wait_for(called.wait(), DEADLINE)
+    assert ok(await asyncio.wait_for(command, DEADLINE))["is_error"] is False
+    release.set()
+    assert ok(await asyncio.wait_for(running, DEADLINE)) == {
+        "output": '"late"',
+        "is_error": False,
+        "metadata": {},
+    }
