@@ -1135,7 +1135,7 @@ class ResultView(StrEnum):
 
 class RunCodeParams(WireModel):
     """
-    Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id.
+    Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id, and never once it is answered. A `javascript` program runs on Node.js 22.19 or later under its permission model (no file system, child process or worker thread of its own; the worker offers `run_code` only where it has such an interpreter): the source is the body of an async function of `tools` and `state`; `await tools.NAME(ARGUMENTS)` is a `tool/invoke` of this request and resolves to the tool's ToolResult, or rejects with the error the host answered; the value the function returns is the program's value (null when it returns nothing); `state` is a JSON object of the actor (the connection), kept between its programs when a program succeeds, at most 1 MiB as JSON. The program's output is what it prints (standard output and error together). A program that fails (it throws, its interpreter ends before it returns, or its timeout stops it) gets `is_error: true` and shows no value: its output (none for the `value` view) followed by a line saying why, for a throw the error's name and message. The interpreter is also confined as a `read_only` command is, and nothing it started outlives the request.
     """
 
     model_config = ConfigDict(
@@ -1157,7 +1157,7 @@ class RunCodeParams(WireModel):
         None
     )
     """
-    Milliseconds after which the program is stopped and the result has `is_error: true`.
+    Milliseconds after which the program is stopped (its interpreter ends): the result has `is_error: true`, and its last line is `the program was stopped after N ms`.
     """
 
 

@@ -10,21 +10,24 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import fnmatch
 import inspect
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from wuu.conformance.runner import run_all
+from wuu.conformance.runner import Status, run_all
 from wuu.conformance.worker.suite import WORKER
 from wuu.generated import validators
 from wuu.worker.client import WorkerClient
-from wuu.worker.errors import split_error
+from wuu.worker.errors import WorkerError, split_error
+from wuu.worker.native.run_code import find_node
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository's root."""
@@ -308,13 +311,38 @@ def check_record(record: dict[str, Any]) -> None:
         assert isinstance(record["duration_ns"], int) and record["duration_ns"] >= 0
 
 
-async def passes_every_case(command: Sequence[str], what: str, timeout: float) -> float:
+TOOL_CASES = ("search.*", "git.*", "run_code.*")
+"""The cases of the tools that need a program beside the worker (rg, git, Node.js): the worker image has
+them all, so none of these cases may be skipped there."""
+
+
+def tool_cases_here() -> tuple[str, ...]:
+    """The globs of TOOL_CASES whose program this machine has (a worker running here must not skip them)."""
+    found = tuple(glob for glob, program in (("search.*", "rg"), ("git.*", "git")) if shutil.which(program))
+    try:
+        find_node()
+    except WorkerError:
+        return found
+    return (*found, "run_code.*")
+
+
+async def passes_every_case(
+    command: Sequence[str], what: str, timeout: float, must_run: Sequence[str] = ()
+) -> float:
     """Run every conformance case against `command` (two at a time, `timeout` per reply); fail naming each
-    failed case and why. Returns the seconds the suite took. `what` says what was checked ("through ssh")."""
+    failed case and why, and each skipped case that matches a glob of `must_run`. Returns the seconds the
+    suite took. `what` says what was checked ("through ssh")."""
     started = time.monotonic()
     results = await run_all(list(WORKER.cases().values()), command, jobs=2, timeout=timeout)
     elapsed = time.monotonic() - started
     failures = [result for result in results if result.counts_as_failure]
     report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)
     assert not failures, f"{len(failures)} of {len(results)} cases failed {what}:\n{report}"
+    skipped = [
+        f"{result.case.id}: {result.message}"
+        for result in results
+        if result.status is Status.SKIPPED
+        and any(fnmatch.fnmatchcase(result.case.id, glob) for glob in must_run)
+    ]
+    assert not skipped, f"cases that must run were skipped {what}:\n" + "\n".join(skipped)
     return elapsed

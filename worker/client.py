@@ -35,7 +35,7 @@ from wuu.generated.models import (
 from wuu.generated.wire import WireModel
 
 from .envelope import WORKER_ENVELOPE, request_ids
-from .errors import error_code, split_error
+from .errors import WorkerError, error_code, split_error
 from .framing import Frame, reader_limit
 from .peer import ConnectionLost, Peer
 from .transcript import Transcript
@@ -272,6 +272,11 @@ class WorkerClient(WorkerClientMethods):
                 "id": frame_id,
                 "error": f"{ErrorCode.INVALID_REQUEST.value}: {error.errors()[0]['msg']}",
             }
+        except WorkerError as error:  # the host's tool refused: the program sees why
+            reply = {"id": frame_id, "error": str(error)}
+        except Exception as error:  # the callback is answered whatever happens, or the program waits forever
+            log.exception("the tool invoker failed")
+            reply = {"id": frame_id, "error": f"{ErrorCode.INTERNAL.value}: {type(error).__name__}"}
         if self.lost is None:
             self._peer.send(reply)
 

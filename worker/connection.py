@@ -99,7 +99,12 @@ class _Context:
     async def invoke_tool(self, tool: str, arguments: Mapping[str, Any]) -> ToolResult:
         if self.signal.is_set():
             raise WorkerError(ErrorCode.PARENT_NOT_LIVE, f"request {self.id} has ended")
-        params = ToolInvokeParams(tool=tool, arguments=orjson.dumps(dict(arguments)).decode())
+        try:
+            params = ToolInvokeParams(tool=tool, arguments=orjson.dumps(dict(arguments)).decode())
+        except ValidationError as invalid:
+            raise WorkerError(
+                ErrorCode.INVALID_REQUEST, f"tool/invoke: {_validation_message(invalid)}"
+            ) from None
         reply = await self.connection.call_host("tool/invoke", self.id, params)
         error, data = reply.get("error"), reply.get("data")
         if set(reply) == {"id", "error"} and isinstance(error, str):

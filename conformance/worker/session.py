@@ -15,9 +15,9 @@ from typing import Any
 
 from wuu.generated import validators
 from wuu.generated.catalog import WORKER_METHODS
-from wuu.generated.models import ErrorCode, ProcessEvent
+from wuu.generated.models import ErrorCode, ProcessEvent, ToolInvokeParams, ToolResult
 from wuu.worker.client import ConnectionLost, WorkerClient
-from wuu.worker.errors import split_error
+from wuu.worker.errors import WorkerError, split_error
 from wuu.worker.framing import encode
 
 from ..outcomes import CaseFailed, CaseSkipped, Checks, schema_problem
@@ -28,6 +28,9 @@ ERROR_CODES = frozenset(code.value for code in ErrorCode)
 PRIVATE_VARIABLE = "WUU_CONFORMANCE_PRIVATE"
 """A variable that only the adapter's own environment holds: a command it runs must never see it, only what
 the binding forwards (`commands.environment`)."""
+ECHO_TOOL = "echo"
+"""The one tool the conformance host serves to `tool/invoke` callbacks: its output is the arguments text as
+sent, its metadata names the parent request. Any other tool is refused `unsupported_tool`."""
 
 
 def adapter_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -69,7 +72,9 @@ class Session(Checks):
 
     async def start(self, env: Mapping[str, str] | None = None) -> None:
         """Spawn the adapter (with `adapter_environment(env)`)."""
-        self._client = await WorkerClient.spawn(self.command, env=adapter_environment(env))
+        self._client = await WorkerClient.spawn(
+            self.command, env=adapter_environment(env), tool_invoker=self._invoke_tool
+        )
 
     async def probe(self) -> None:
         """Start the adapter once and wait for its answer to `initialize` (StartFailure if none comes); then
@@ -78,6 +83,13 @@ class Session(Checks):
         await first_answer(self.command, encode(frame), env=adapter_environment(), timeout=self.timeout)
         if not self.root.exists():
             await self.remove_elsewhere()
+
+    @staticmethod
+    async def _invoke_tool(params: ToolInvokeParams, parent: str) -> ToolResult:
+        """The host side of a live request's `tool/invoke` (the client refuses a dead parent's itself)."""
+        if params.tool != ECHO_TOOL:
+            raise WorkerError(ErrorCode.UNSUPPORTED_TOOL, f"the conformance host has no tool {params.tool}")
+        return ToolResult(output=params.arguments, is_error=False, metadata={"parent": parent})
 
     # --- checks ----------------------------------------------------------------------------------
 

@@ -73,7 +73,8 @@ async def test_the_override_runs_and_the_rest_is_delegated(delegated: WorkerClie
 
 
 async def test_only_the_peers_methods_are_advertised(spawn_client: Spawner, tmp_path: Path) -> None:
-    client = await spawn_client(DELEGATING_WORKER)
+    # The peer, a native worker, offers run_code only with a Node.js to run it: here it has none.
+    client = await spawn_client(DELEGATING_WORKER, env={**os.environ, "WUU_NODE": str(tmp_path / "no-node")})
     methods = (await initialize(client, tmp_path))["methods"]
     assert "run_code" not in methods
     assert "process/read" in methods

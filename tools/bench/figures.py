@@ -257,6 +257,15 @@ FIGURES = (
         None,
     ),
     FigureSpec(
+        "run_code",
+        "run_code with one tool call (diag.)",
+        "ms",
+        "run_code/native",
+        "run_code/node",
+        "bare node --permission -e",
+        None,
+    ),
+    FigureSpec(
         "export_peak_rss",
         "peak RSS above idle while exporting",
         "MiB",

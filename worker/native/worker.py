@@ -64,6 +64,7 @@ from .exports import Exports
 from .paths import Resolved, resolve_tool_path
 from .processes import ProcessRegistry, run_command
 from .redaction import default_redactor
+from .run_code import CodeRunner
 from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
 from .sensitive import SensitivePaths, default_home, default_wuu_home
 from .spawner import Spawner
@@ -109,6 +110,7 @@ class NativeWorker:
             "export/open": self.export_open,
             "export/read": self.export_read,
             "export/close": self.export_close,
+            "run_code": CodeRunner(self._program_confinement, EXEC_OUTPUT_BYTES),
         }
         return ExecutionBackendV4(
             initialize=self.initialize,
@@ -337,6 +339,11 @@ class NativeWorker:
 
     async def export_close(self, params: ExportCloseParams, context: RequestContext) -> EmptyResult:
         return self.exports.close(params.token)
+
+    def _program_confinement(self) -> tuple[Path, Spawner]:
+        """Where a `run_code` program runs and what starts its interpreter: the read_only sandbox."""
+        assert self._private is not None, "initialize comes first"
+        return self._private / "tmp", self._sandbox(PermissionMode.READ_ONLY)
 
 
 def _tool_arguments(model: type[WireModel], text: str) -> WireModel:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import alive, binding, passes_every_case, request_ok, tool_request, until
+from tests.helpers import alive, binding, passes_every_case, request_ok, tool_cases_here, tool_request, until
 from wuu.generated.models import ExecutionProfile
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.errors import BackendUnavailable, ProfileError, SshUnavailable
@@ -292,7 +292,9 @@ async def test_the_conformance_suite_passes_through_the_ssh_backend(
     monkeypatch.setattr(tempfile, "tempdir", str(cases))
     # Every case is a conversation of its own (the backend makes a fresh id for each connection).
     monkeypatch.delenv("WUU_CONVERSATION", raising=False)
-    elapsed = await passes_every_case(profiles.command(name), "through ssh", timeout=30)
+    elapsed = await passes_every_case(
+        profiles.command(name), "through ssh", timeout=30, must_run=tool_cases_here()
+    )
     record_property("ssh_conformance_seconds", round(elapsed, 1))
     # The suite removed each case's directory on the server too (once the worker that bound it to remove it
     # on exit had idled out), not only its own copy here.

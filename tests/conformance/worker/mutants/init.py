@@ -77,21 +77,21 @@ mutant(
 )
 
 
-def _advertise_run_code(result: Frame, request: Frame) -> None:
-    result["methods"] = sorted({*result["methods"], "run_code"})
-
-
-mutant(
+@mutant(
     "advertises-unserved-method",
     "lists run_code among its methods, yet answers it unsupported_method",
     "init.methods-honest",
-)(
-    rewrite_results(
-        "initialize",
-        _advertise_run_code,
-        doc="The initialize reply's methods include `run_code`, which the native worker does not serve.",
-    )
 )
+class AdvertisesUnservedMethod(ReplyRewriter):
+    """The initialize reply lists `run_code` whether or not the worker could run a program, and every
+    `run_code` request is answered `unsupported_method`."""
+
+    def rewrite(self, reply: Frame, method: str, data: Frame) -> list[Frame]:
+        if method == "initialize" and isinstance(reply.get("data"), dict):
+            reply["data"]["methods"] = sorted({*reply["data"]["methods"], "run_code"})
+        elif method == "run_code":
+            return [{"id": reply["id"], "error": f"{ErrorCode.UNSUPPORTED_METHOD.value}: run_code"}]
+        return [reply]
 
 
 @mutant(
