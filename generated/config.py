@@ -12,6 +12,7 @@ from typing_extensions import TypeAliasType
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
+from .worker import FileRoot
 
 
 class CloudNetworkMode(StrEnum):
@@ -875,6 +876,10 @@ class LocalExecutionProfile(WireModel):
     ] = 7000
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+    file_roots: Annotated[list[FileRoot] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The normal file scope beside the conversation's project, as directories of the host (the agent's scoped home, Wuu home, registered workspaces, the system temporary directory): every `initialize` that names no `file_roots` of its own gets these (InitializeParams `file_roots`). Omitted: none, so the tools reach the project alone.
     """
 
 
