@@ -299,6 +299,34 @@ ProfileWholeCpus = TypeAliasType(
 A CPU allocation in whole cores, for providers that allocate whole cores only. Omitted: the provider's default.
 """
 
+
+class Mode(StrEnum):
+    STANDARD = "standard"
+    READ_ONLY = "read_only"
+
+
+class SandboxProcessProbe(WireModel):
+    """
+    What `PROGRAM probe` prints on standard output: one JSON object on one line.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    protocol: Literal["sandbox.process@1"]
+    """
+    The contract the program follows: `sandbox.process@1`.
+    """
+    name: Annotated[str, Field(min_length=1)]
+    """
+    The program's name and version, for diagnostics (for example `wuu-bwrap-sandbox 1 (bubblewrap 0.8.0)`).
+    """
+    modes: Annotated[list[Mode], Field(json_schema_extra={"x-unique-items": True}, min_length=1)]
+    """
+    The confined permission modes the program enforces in full.
+    """
+
+
 SingularityImageReference = TypeAliasType(
     "SingularityImageReference",
     Annotated[

@@ -67,7 +67,8 @@ from .paths import Resolved, resolve_tool_path
 from .processes import ProcessRegistry, run_command
 from .redaction import default_redactor
 from .run_code import CodeRunner
-from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
+from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable, open_sandbox
+from .sandbox_extension import ExtensionSandbox
 from .sensitive import SensitivePaths, default_home, default_wuu_home
 from .spawner import Spawner
 
@@ -85,6 +86,7 @@ class NativeWorker:
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
+        self._environ = environ
         self._home = default_home(environ)
         self._sensitive = SensitivePaths.load(home=self._home, wuu_home=default_wuu_home(environ))
         self._binding: InitializeParams | None = None
@@ -93,7 +95,7 @@ class NativeWorker:
         self._private: Path | None = None
         self._processes: ProcessRegistry | None = None
         self._exports: Exports | None = None
-        self._sandboxes: dict[PermissionMode, Sandbox] = {}
+        self._sandboxes: dict[PermissionMode, Sandbox | ExtensionSandbox] = {}
         self._emit: Callable[[ProcessEvent], None] | None = None
 
     def backend(self, *, persistent: bool = False) -> ExecutionBackendV4:
@@ -280,7 +282,7 @@ class NativeWorker:
                 else ()
             )
             try:
-                sandbox = Sandbox(SandboxPolicy(mode=mode, writable=writable))
+                sandbox = open_sandbox(SandboxPolicy(mode=mode, writable=writable), self._environ)
             except SandboxUnavailable as error:
                 raise WorkerError(ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
             self._sandboxes[mode] = sandbox
