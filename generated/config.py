@@ -12,6 +12,7 @@ from typing_extensions import TypeAliasType
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
+from .worker import FileRoot
 
 
 class CloudNetworkMode(StrEnum):
@@ -297,6 +298,34 @@ ProfileWholeCpus = TypeAliasType(
 """
 A CPU allocation in whole cores, for providers that allocate whole cores only. Omitted: the provider's default.
 """
+
+
+class Mode(StrEnum):
+    STANDARD = "standard"
+    READ_ONLY = "read_only"
+
+
+class SandboxProcessProbe(WireModel):
+    """
+    What `PROGRAM probe` prints on standard output: one JSON object on one line.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    protocol: Literal["sandbox.process@1"]
+    """
+    The contract the program follows: `sandbox.process@1`.
+    """
+    name: Annotated[str, Field(min_length=1)]
+    """
+    The program's name and version, for diagnostics (for example `wuu-bwrap-sandbox 1 (bubblewrap 0.8.0)`).
+    """
+    modes: Annotated[list[Mode], Field(json_schema_extra={"x-unique-items": True}, min_length=1)]
+    """
+    The confined permission modes the program enforces in full.
+    """
+
 
 SingularityImageReference = TypeAliasType(
     "SingularityImageReference",
@@ -875,6 +904,10 @@ class LocalExecutionProfile(WireModel):
     ] = 7000
     """
     The EOF-to-exit shutdown budget in milliseconds; 0 or omitted means 7000 (native worker).
+    """
+    file_roots: Annotated[list[FileRoot] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The normal file scope beside the conversation's project, as directories of the host (the agent's scoped home, Wuu home, registered workspaces, the system temporary directory): every `initialize` that names no `file_roots` of its own gets these (InitializeParams `file_roots`). Omitted: none, so the tools reach the project alone.
     """
 
 

@@ -392,6 +392,29 @@ class ExportReadResult(WireModel):
     """
 
 
+class FileRootKind(StrEnum):
+    """
+    What a file root is to the user; the kind decides whether a `standard` command may write beneath it.
+    """
+
+    SCOPED_HOME = "scoped_home"
+    """
+    The agent's scoped home directory: writable by `standard` commands.
+    """
+    WUU_HOME = "wuu_home"
+    """
+    Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential files stay blocked for the dedicated tools.
+    """
+    WORKSPACE = "workspace"
+    """
+    A registered user workspace: writable by `standard` commands.
+    """
+    TEMPORARY = "temporary"
+    """
+    The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead).
+    """
+
+
 FrameId = TypeAliasType(
     "FrameId",
     Annotated[
@@ -533,56 +556,6 @@ class GitStatusArguments(WireModel):
 
 
 Capability = TypeAliasType("Capability", Annotated[str, Field(min_length=1)])
-
-
-class InitializeParams(WireModel):
-    """
-    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment` or `capabilities` equals an empty one; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-        regex_engine="python-re",
-    )
-    version: Annotated[int, Field(ge=0, le=2147483647)]
-    """
-    The protocol version the host speaks. It MUST be 4; any other value gets `protocol_mismatch` and the connection stays uninitialized.
-    """
-    root: Annotated[str, Field(min_length=1, pattern="^/")]
-    """
-    The absolute path of the workspace root. In `standard` and `read_only`, every tool path resolves inside it.
-    """
-    session: Annotated[str, Field(min_length=1)]
-    """
-    The conversation's thread id. Process records carry it as `root_thread_id`; `process/list` lists only this session's processes.
-    """
-    identity: Annotated[dict[str, str] | None, Field(json_schema_extra={"x-not-null": True})] = None
-    """
-    Opaque identity labels of the environment (string to string). The worker stores them with the binding and does not interpret them.
-    """
-    environment: Annotated[
-        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
-        Field(json_schema_extra={"x-not-null": True}),
-    ] = None
-    """
-    The explicitly forwarded environment variables. Commands see these, a minimal PATH and the request's own `env`, and never the worker's own environment.
-    """
-    require_existing_workspace: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
-    """
-    When true and `root` does not exist, `initialize` fails with `workspace_missing`. When false, the worker creates a missing root.
-    """
-    remove_workspace_on_exit: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
-    """
-    When true, the worker removes `root` in its cleanup at the end of the connection.
-    """
-    capabilities: Annotated[
-        list[Capability] | None,
-        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
-    ] = None
-    """
-    The capabilities the host requests (for example `process.start.v1`). The reply lists those the worker grants.
-    """
-
 
 Method = TypeAliasType("Method", Annotated[str, Field(min_length=1)])
 
@@ -1570,6 +1543,24 @@ class ExecutionToolRequestV4(WireModel):
     """
 
 
+class FileRoot(WireModel):
+    """
+    One directory of the normal file scope beside the execution root.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    path: Annotated[str, Field(min_length=1, pattern="^/")]
+    """
+    The directory's absolute path where the worker runs.
+    """
+    kind: FileRootKind
+    """
+    What the directory is to the user.
+    """
+
+
 Frame = TypeAliasType(
     "Frame",
     Annotated[
@@ -1691,6 +1682,59 @@ class GitLogArguments(WireModel):
     ] = None
     """
     Pathspecs: only the commits that change a file they match.
+    """
+
+
+class InitializeParams(WireModel):
+    """
+    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment`, `capabilities` or `file_roots` equals an empty one; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    version: Annotated[int, Field(ge=0, le=2147483647)]
+    """
+    The protocol version the host speaks. It MUST be 4; any other value gets `protocol_mismatch` and the connection stays uninitialized.
+    """
+    root: Annotated[str, Field(min_length=1, pattern="^/")]
+    """
+    The absolute path of the workspace root: the execution root. In `standard` and `read_only`, a relative tool path resolves inside it, and an absolute one inside it or inside one of the `file_roots` (execute.schema.json gives the path rules).
+    """
+    session: Annotated[str, Field(min_length=1)]
+    """
+    The conversation's thread id. Process records carry it as `root_thread_id`; `process/list` lists only this session's processes.
+    """
+    identity: Annotated[dict[str, str] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Opaque identity labels of the environment (string to string). The worker stores them with the binding and does not interpret them.
+    """
+    environment: Annotated[
+        dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*\Z")], str] | None,
+        Field(json_schema_extra={"x-not-null": True}),
+    ] = None
+    """
+    The explicitly forwarded environment variables. Commands see these, a minimal PATH and the request's own `env`, and never the worker's own environment.
+    """
+    require_existing_workspace: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true and `root` or a directory of `file_roots` does not exist, `initialize` fails with `workspace_missing`. When false, the worker creates each one that is missing (with its parents).
+    """
+    remove_workspace_on_exit: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    When true, the worker removes `root` in its cleanup at the end of the connection. It never removes a directory of `file_roots`.
+    """
+    capabilities: Annotated[
+        list[Capability] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    The capabilities the host requests (for example `process.start.v1`). The reply lists those the worker grants.
+    """
+    file_roots: Annotated[list[FileRoot] | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The rest of the normal file scope beside `root` (permission_modes.schema.json, PermissionMode), as directories where the worker runs: the agent's scoped home, Wuu home, the registered user workspaces and the system temporary directory. In `standard` and `read_only` the dedicated tools read (and in `standard` write) beneath any of them as beneath `root`; a `standard` command may write beneath each one except a `temporary` one, whose directory is shared. At most one is `wuu_home`: a second gets `invalid_request` naming the field, and the connection is dead (a failed provider initialization). The `wuu_home` directory is Wuu home for the sensitive-path rules (data/sensitive_paths.json), beside the worker's own, so Wuu's credential files in it stay blocked for reads and writes while its other files follow the ordinary boundary.
     """
 
 

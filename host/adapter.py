@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wuu.generated.models import ExecutionProfile
@@ -37,8 +37,11 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """The signals that end a connection like the host's EOF."""
 
 
-def initialize_interceptor(environment: Environment, forwarded: Mapping[str, str]) -> InitializeRewrite:
-    """The rewrite of every `initialize`'s data: the environment's binding, then the forwarded variables.
+def initialize_interceptor(
+    environment: Environment, forwarded: Mapping[str, str], file_roots: Sequence[Mapping[str, Any]] = ()
+) -> InitializeRewrite:
+    """The rewrite of every `initialize`'s data: the environment's binding, then the forwarded variables,
+    then the profile's `file_roots` where the binding names none.
 
     A binding whose `environment` is not an object is left to the worker to refuse.
     """
@@ -48,6 +51,8 @@ def initialize_interceptor(environment: Environment, forwarded: Mapping[str, str
         given = bound.get("environment", {})
         if forwarded and isinstance(given, dict):
             bound = {**bound, "environment": {**forwarded, **given}}
+        if file_roots and "file_roots" not in bound:
+            bound = {**bound, "file_roots": [dict(root) for root in file_roots]}
         return None if bound is data else bound
 
     return intercept
@@ -76,7 +81,9 @@ async def serve_adapter(
 
         host_in, host_out, _ = await connect_pipes()
         relay = Relay(
-            (host_in, host_out), (worker_out, worker_in), initialize_interceptor(environment, forwarded)
+            (host_in, host_out),
+            (worker_out, worker_in),
+            initialize_interceptor(environment, forwarded, profile.file_roots()),
         )
         await relay.either_ended(stop)
         budget = profile.settings.shutdown_timeout_ms / 1000

@@ -86,6 +86,11 @@ class Profile(Generic[S]):
             )
         return {name: environ[name] for name in names}
 
+    def file_roots(self) -> list[dict[str, Any]]:
+        """The file roots a binding that names none gets (a local profile's `file_roots`), as on the wire."""
+        roots = getattr(self.settings, "file_roots", None) or []
+        return [root.to_wire() for root in roots]
+
 
 def _where(path: str, parts: Sequence[str]) -> str:
     """`FILE: profile 'NAME': FIELD` for a location in a profile, else `FILE: execution_environments.FIELD`."""

@@ -327,13 +327,18 @@ def tool_cases_here() -> tuple[str, ...]:
 
 
 async def passes_every_case(
-    command: Sequence[str], what: str, timeout: float, must_run: Sequence[str] = ()
+    command: Sequence[str], what: str, timeout: float, must_run: Sequence[str] = (), only: Sequence[str] = ()
 ) -> float:
-    """Run every conformance case against `command` (two at a time, `timeout` per reply); fail naming each
-    failed case and why, and each skipped case that matches a glob of `must_run`. Returns the seconds the
-    suite took. `what` says what was checked ("through ssh")."""
+    """Run every conformance case (those matching a glob of `only`, when given) against `command`, two at a
+    time, `timeout` per reply; fail naming each failed case and why, and each skipped case that matches a
+    glob of `must_run`. Returns the seconds the suite took. `what` says what was checked ("through ssh")."""
     started = time.monotonic()
-    results = await run_all(list(WORKER.cases().values()), command, jobs=2, timeout=timeout)
+    cases = [
+        case
+        for case in WORKER.cases().values()
+        if not only or any(fnmatch.fnmatchcase(case.id, glob) for glob in only)
+    ]
+    results = await run_all(cases, command, jobs=2, timeout=timeout)
     elapsed = time.monotonic() - started
     failures = [result for result in results if result.counts_as_failure]
     report = "\n\n".join(f"{result.case.id}: {result.message}" for result in failures)

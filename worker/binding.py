@@ -13,6 +13,7 @@ def binding_key(params: InitializeParams) -> dict[str, Any]:
     key["identity"] = params.identity or {}
     key["environment"] = params.environment or {}
     key["capabilities"] = sorted(params.capabilities or ())
+    key["file_roots"] = key["file_roots"] or []
     return key
 
 

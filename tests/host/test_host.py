@@ -375,3 +375,26 @@ def test_the_readmes_profiles_are_valid() -> None:
     backends = {profile.backend for profile in configuration.profiles.values()}
     assert backends == {"local", "command", "docker", "ssh"}
     assert configuration.select().name == "isolated"
+
+
+async def test_a_local_profile_gives_its_file_roots_to_a_binding_that_names_none(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    path = config(tmp_path, p={"backend": "local", "file_roots": [{"path": str(notes), "kind": "workspace"}]})
+    client = await adapter(path, "p")
+    try:
+        await initialize(client, tmp_path / "ws")
+        write = tool_request("write_file", path=str(notes / "a.txt"), content="through the profile")
+        assert ok(await client.request("execute", write))["is_error"] is False
+        assert (notes / "a.txt").read_text() == "through the profile"
+        again = await client.request("initialize", binding(tmp_path / "ws"))
+        assert "data" in again, "an equal re-initialize stays equal after the file roots are added"
+    finally:
+        await client.close()
+    # A binding's own file roots (none at all, here) win over the profile's.
+    client = await adapter(path, "p")
+    try:
+        await client.request("initialize", {**binding(tmp_path / "ws2"), "file_roots": []})
+        write = tool_request("write_file", path=str(notes / "b.txt"), content="x")
+        assert code(await client.request("execute", write)) == "path_outside_root"
+    finally:
+        await client.close()

@@ -19,7 +19,7 @@ import functools
 import os
 import platform
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,10 +134,19 @@ class Resolved:
         )
 
 
-def resolve_tool_path(root: Path, path: str, *, confined: bool, write: bool) -> Resolved:
+def resolve_tool_path(
+    root: Path, path: str, *, confined: bool, write: bool, file_roots: Sequence[Path] = ()
+) -> Resolved:
     """resolve() `path` for a tool; a `write` under the boundary (`confined`) to an existing regular file
-    with more than one hard link gets `path_outside_root` (Resolved.open checks it again on the open file)."""
-    location, real_root = _resolve(root, path, confined)
+    with more than one hard link gets `path_outside_root` (Resolved.open checks it again on the open file).
+
+    Under the boundary an absolute `path` may resolve inside one of `file_roots` (the binding's) instead of
+    `root`: inside the first of `root` and `file_roots`, in that order, in which it lands. Whichever root it
+    resolves in is the boundary it is then opened under.
+    """
+    location, real_root = _resolve_in_scope(
+        (root, *file_roots) if os.path.isabs(path) else (root,), path, confined
+    )
     if confined and write:
         try:
             info = os.lstat(location)
@@ -174,6 +183,21 @@ def resolve(root: Path, path: str, *, confined: bool) -> Path:
     open it with Resolved.open, never by name. Commands are contained by the OS sandbox.
     """
     return Path(_resolve(root, path, confined)[0])
+
+
+def _resolve_in_scope(roots: Sequence[Path], path: str, confined: bool) -> tuple[str, str]:
+    """_resolve() in the first of `roots` that `path` stays inside; the first root's refusal when it stays
+    inside none."""
+    refusal: WorkerError | None = None
+    for root in roots:
+        try:
+            return _resolve(root, path, confined)
+        except WorkerError as error:
+            if error.code is not ErrorCode.PATH_OUTSIDE_ROOT or not confined:
+                raise
+            refusal = refusal or error
+    assert refusal is not None
+    raise refusal
 
 
 def _resolve(root: Path, path: str, confined: bool) -> tuple[str, str]:

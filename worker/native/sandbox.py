@@ -13,7 +13,8 @@ command has a domain of its own, which holds its descendants and no thread of th
     child = await sandbox.spawner.popen(argv, cwd=root)
 
 If the ruleset cannot be built or enforced, `Sandbox` raises SandboxUnavailable; a child that fails to enter it
-makes its spawn raise `subprocess.SubprocessError`, and runs nothing.
+makes its spawn raise `subprocess.SubprocessError`, and runs nothing. `open_sandbox` falls back to a configured
+sandbox.process@1 extension (sandbox_extension.py) where Landlock cannot run, never to an unconfined run.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from __future__ import annotations
 import os
 import stat
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from wuu.generated.models import PermissionMode
 from wuu.worker.native import landlock
 from wuu.worker.native.landlock import AccessFs
+from wuu.worker.native.sandbox_extension import ExtensionSandbox, ExtensionUnavailable
 from wuu.worker.native.spawner import ConfinedSpawner
 
 # ABI 3 is the first that restricts truncation; below it a confined command could still empty any file it can
@@ -42,6 +45,12 @@ _READ_EXECUTE = AccessFs.READ_FILE | AccessFs.READ_DIR | AccessFs.EXECUTE
 # No IOCTL_DEV: device ioctls (TIOCSTI on /dev/tty, say) are not something a confined command needs. TRUNCATE
 # because the shell opens `> /dev/null` with O_TRUNC.
 _DEVICE_WRITE = AccessFs.READ_FILE | AccessFs.WRITE_FILE | AccessFs.TRUNCATE
+
+
+BACKEND_VARIABLE = "WUU_SANDBOX_BACKEND"
+"""`auto` (the default: Landlock where it runs, else the extension) or `extension` (always the extension)."""
+PROGRAM_VARIABLE = "WUU_SANDBOX_PROCESS"
+"""The absolute path of the sandbox.process@1 extension program (spec/schema/config/sandbox_process.schema.json)."""
 
 
 class SandboxUnavailable(Exception):
@@ -143,3 +152,28 @@ def _probe(ruleset_fd: int) -> None:
     thread.join()
     if failure:
         raise failure[0]
+
+
+def open_sandbox(policy: SandboxPolicy, environ: Mapping[str, str]) -> Sandbox | ExtensionSandbox:
+    """The sandbox of `policy`: Landlock, or the configured sandbox.process@1 extension where Landlock cannot
+    run or `WUU_SANDBOX_BACKEND` is `extension`; SandboxUnavailable saying why when neither can."""
+    choice = environ.get(BACKEND_VARIABLE) or "auto"
+    if choice not in ("auto", "extension"):
+        raise SandboxUnavailable(f"{BACKEND_VARIABLE}: {choice!r} is neither auto nor extension")
+    program = environ.get(PROGRAM_VARIABLE, "")
+    builtin = ""
+    if choice == "auto":
+        try:
+            return Sandbox(policy)
+        except SandboxUnavailable as error:
+            if not program:
+                raise
+            builtin = f"{error}; "
+    if not os.path.isabs(program):
+        raise SandboxUnavailable(
+            f"{builtin}{PROGRAM_VARIABLE}: {program!r} is not the absolute path of a program"
+        )
+    try:
+        return ExtensionSandbox(program, policy.mode.value, tuple(str(path) for path in policy.writable))
+    except ExtensionUnavailable as error:
+        raise SandboxUnavailable(f"{builtin}{error}") from None

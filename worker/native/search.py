@@ -58,7 +58,7 @@ class _Matches:
 
 
 def _shown(path: str, real_root: str) -> str:
-    """A path as the search tools show it: relative to the root, absolute outside it (unconfined only)."""
+    """A path as the search tools show it: relative to the root, absolute outside it (unconfined, or in a file root)."""
     if path == real_root:
         return "."
     prefix = real_root.rstrip("/") + "/"

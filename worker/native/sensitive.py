@@ -74,10 +74,24 @@ class SensitivePaths:
     tool has opened is checked too (`check_opened`), by identity against those files as they are now.
     """
 
-    def __init__(self, rules: SensitivePathRules, *, home: Path, wuu_home: Path) -> None:
-        """Compile `rules`; `home` (`$HOME`) and `wuu_home` are the directories `under_home` rules use."""
-        homes = {SensitivePathHome.USER: home, SensitivePathHome.WUU: wuu_home}
-        self._rules = tuple(_compile(rule, homes) for rule in rules.rules)
+    def __init__(self, rules: SensitivePathRules, *, home: Path, wuu_home: Path | tuple[Path, ...]) -> None:
+        """Compile `rules`; `home` (`$HOME`) and `wuu_home` (one or more) are the directories `under_home`
+        rules use."""
+        self._source = rules
+        self._homes = {
+            SensitivePathHome.USER: (home,),
+            SensitivePathHome.WUU: wuu_home if isinstance(wuu_home, tuple) else (wuu_home,),
+        }
+        self._rules = tuple(_compile(rule, self._homes) for rule in rules.rules)
+
+    def with_wuu_home(self, wuu_home: Path) -> SensitivePaths:
+        """This guard with `wuu_home` one more Wuu home (a binding's `wuu_home` file root)."""
+        homes = self._homes[SensitivePathHome.WUU]
+        if wuu_home in homes:
+            return self
+        return SensitivePaths(
+            self._source, home=self._homes[SensitivePathHome.USER][0], wuu_home=(*homes, wuu_home)
+        )
 
     @classmethod
     def load(cls, *, home: Path, wuu_home: Path) -> SensitivePaths:
@@ -172,16 +186,19 @@ def _components(path: str) -> _Components:
     return tuple(part for part in os.path.normpath(path).split("/") if part)
 
 
-def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, Path]) -> _Rule:
+def _compile(rule: SensitivePathRule, homes: Mapping[SensitivePathHome, tuple[Path, ...]]) -> _Rule:
     globs = tuple(tuple(_glob(part) for part in pattern.split("/")) for pattern in rule.patterns)
     named: tuple[tuple[Path, _Glob], ...] = ()
     if isinstance(rule, SensitiveHomeRule):
         # The home is a literal prefix: its characters are matched as themselves, case-insensitively.
-        home = homes[rule.home]
-        prefixes = [tuple(re.compile(re.escape(part), _FLAGS) for part in form) for form in _forms(home)]
+        prefixes = [
+            tuple(re.compile(re.escape(part), _FLAGS) for part in form)
+            for home in homes[rule.home]
+            for form in _forms(home)
+        ]
         suffixes: tuple[_Glob, ...] = ()
         wholes = tuple(prefix + glob for prefix in prefixes for glob in globs)
-        named = tuple((home, glob) for glob in globs)
+        named = tuple((home, glob) for home in homes[rule.home] for glob in globs)
     else:
         suffixes, wholes = globs, ()
     return _Rule(

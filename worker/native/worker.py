@@ -33,6 +33,8 @@ from wuu.generated.models import (
     ExportOpenResult,
     ExportReadParams,
     ExportReadResult,
+    FileRoot,
+    FileRootKind,
     GitBranchArguments,
     InitializeParams,
     ListDirArguments,
@@ -65,7 +67,8 @@ from .paths import Resolved, resolve_tool_path
 from .processes import ProcessRegistry, run_command
 from .redaction import default_redactor
 from .run_code import CodeRunner
-from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable
+from .sandbox import Sandbox, SandboxPolicy, SandboxUnavailable, open_sandbox
+from .sandbox_extension import ExtensionSandbox
 from .sensitive import SensitivePaths, default_home, default_wuu_home
 from .spawner import Spawner
 
@@ -83,14 +86,16 @@ class NativeWorker:
 
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
+        self._environ = environ
         self._home = default_home(environ)
         self._sensitive = SensitivePaths.load(home=self._home, wuu_home=default_wuu_home(environ))
         self._binding: InitializeParams | None = None
         self._root = Path("/")
+        self._file_roots: tuple[FileRoot, ...] = ()
         self._private: Path | None = None
         self._processes: ProcessRegistry | None = None
         self._exports: Exports | None = None
-        self._sandboxes: dict[PermissionMode, Sandbox] = {}
+        self._sandboxes: dict[PermissionMode, Sandbox | ExtensionSandbox] = {}
         self._emit: Callable[[ProcessEvent], None] | None = None
 
     def backend(self, *, persistent: bool = False) -> ExecutionBackendV4:
@@ -129,15 +134,20 @@ class NativeWorker:
                 raise WorkerError(ErrorCode.BINDING_IMMUTABLE, "this worker is bound to another workspace")
             self._emit = context.emit_process
             return
-        root = Path(params.root)
-        if not root.exists():
-            if params.require_existing_workspace:
-                raise WorkerError(ErrorCode.WORKSPACE_MISSING, params.root)
-            root.mkdir(parents=True)
-        elif not root.is_dir():
-            raise WorkerError(ErrorCode.INVALID_REQUEST, f"root: {params.root} is not a directory")
+        file_roots = tuple(params.file_roots or ())
+        wuu_homes = [index for index, each in enumerate(file_roots) if each.kind is FileRootKind.WUU_HOME]
+        if len(wuu_homes) > 1:
+            raise WorkerError(
+                ErrorCode.INVALID_REQUEST, f"file_roots.{wuu_homes[1]}.kind: a second wuu_home (at most one)"
+            )
+        root = _directory(Path(params.root), "root", params.require_existing_workspace)
+        for index, each in enumerate(file_roots):
+            _directory(Path(each.path), f"file_roots.{index}.path", params.require_existing_workspace)
         self._binding = params
         self._root = root
+        self._file_roots = file_roots
+        if wuu_homes:
+            self._sensitive = self._sensitive.with_wuu_home(Path(file_roots[wuu_homes[0]].path))
         self._private = Path(tempfile.mkdtemp(prefix="wuu-worker-"))
         (self._private / "tmp").mkdir()
         (self._private / "exports").mkdir()
@@ -235,7 +245,13 @@ class NativeWorker:
     def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Resolved:
         """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
         confined = mode is not PermissionMode.UNCONFINED
-        resolved = resolve_tool_path(self._root, path, confined=confined, write=write)
+        resolved = resolve_tool_path(
+            self._root,
+            path,
+            confined=confined,
+            write=write,
+            file_roots=[Path(each.path) for each in self._file_roots],
+        )
         requested = Path(os.path.normpath(Path(path) if os.path.isabs(path) else self._root / path))
         # Both the name asked and the path acted on: `notes -> .env` (dangling or not) writes `.env`.
         self._sensitive.check(requested, write=write, acts_on=resolved.path)
@@ -260,9 +276,13 @@ class NativeWorker:
         sandbox = self._sandboxes.get(mode)
         if sandbox is None:
             assert self._private is not None
-            writable = (self._root, self._private / "tmp") if mode is PermissionMode.STANDARD else ()
+            writable = (
+                (self._root, *self._command_roots(), self._private / "tmp")
+                if mode is PermissionMode.STANDARD
+                else ()
+            )
             try:
-                sandbox = Sandbox(SandboxPolicy(mode=mode, writable=writable))
+                sandbox = open_sandbox(SandboxPolicy(mode=mode, writable=writable), self._environ)
             except SandboxUnavailable as error:
                 raise WorkerError(ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
             self._sandboxes[mode] = sandbox
@@ -340,10 +360,25 @@ class NativeWorker:
     async def export_close(self, params: ExportCloseParams, context: RequestContext) -> EmptyResult:
         return self.exports.close(params.token)
 
+    def _command_roots(self) -> list[Path]:
+        """The file roots a `standard` command may write beneath: all but the shared temporary directory."""
+        return [Path(each.path) for each in self._file_roots if each.kind is not FileRootKind.TEMPORARY]
+
     def _program_confinement(self) -> tuple[Path, Spawner]:
         """Where a `run_code` program runs and what starts its interpreter: the read_only sandbox."""
         assert self._private is not None, "initialize comes first"
         return self._private / "tmp", self._sandbox(PermissionMode.READ_ONLY)
+
+
+def _directory(path: Path, field: str, must_exist: bool) -> Path:
+    """A directory of the binding (`field` names it), created with its parents unless it `must_exist`."""
+    if not path.exists():
+        if must_exist:
+            raise WorkerError(ErrorCode.WORKSPACE_MISSING, f"{field}: {path} does not exist")
+        path.mkdir(parents=True)
+    elif not path.is_dir():
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{field}: {path} is not a directory")
+    return path
 
 
 def _tool_arguments(model: type[WireModel], text: str) -> WireModel:

@@ -72,13 +72,16 @@ function walk(start, comps, floor, rootComps, original) {
   return stack;
 }
 
-// The workspace binding's view of paths.
+// The workspace binding's view of paths. `fileRoots` are the binding's other file roots (each a
+// PathContext of its own): an absolute path may resolve inside the first of the root and them that
+// it stays inside.
 export class PathContext {
-  constructor(rootLex, rootReal) {
+  constructor(rootLex, rootReal, fileRoots = []) {
     this.rootLex = rootLex;
     this.rootReal = rootReal;
     this.rootLexComps = splitPath(rootLex);
     this.rootRealComps = splitPath(rootReal);
+    this.fileRoots = fileRoots;
   }
 
   // The tool's path made absolute (against the root) and lexically normalized.
@@ -86,8 +89,23 @@ export class PathContext {
     return path.posix.resolve(this.rootLex, p);
   }
 
-  // Resolves `p` for an operation. confined: every component stays inside the root.
+  // Resolves `p` for an operation. confined: every component stays inside the root (or, for an
+  // absolute path, inside one file root).
   resolve(p, confined) {
+    if (!confined || !p.startsWith('/') || this.fileRoots.length === 0) return this.resolveHere(p, confined);
+    let refusal = null;
+    for (const context of [this, ...this.fileRoots]) {
+      try {
+        return context.resolveHere(p, true);
+      } catch (e) {
+        if (!(e instanceof WorkerError) || e.code !== 'path_outside_root') throw e;
+        refusal = refusal ?? e;
+      }
+    }
+    throw refusal;
+  }
+
+  resolveHere(p, confined) {
     if (p.includes('\u0000')) throw new WorkerError('invalid_request', 'path contains a NUL byte');
     if (!confined) {
       const comps = p.startsWith('/') ? p.split('/') : [...this.rootLexComps, ...p.split('/')];
@@ -167,14 +185,16 @@ export function evaluateSensitive(absPath, homes, rules = SENSITIVE_PATH_RULES) 
         return parts.every((part, i) => globMatch(part, tail[i]));
       });
     } else if (rule.kind === 'under_home') {
-      const home = homes[rule.home];
-      const homeComps = home ? splitPath(home) : null;
-      if (homeComps && comps.length > homeComps.length && isInside(comps, homeComps)) {
-        const rel = comps.slice(homeComps.length);
-        hit = rule.patterns.some((g) => {
-          const parts = g.split('/');
-          return parts.length === rel.length && parts.every((part, i) => globMatch(part, rel[i]));
-        });
+      // A home is one directory, or several (Wuu home: the worker's own and the binding's).
+      for (const home of [].concat(homes[rule.home] ?? [])) {
+        const homeComps = splitPath(home);
+        if (comps.length > homeComps.length && isInside(comps, homeComps)) {
+          const rel = comps.slice(homeComps.length);
+          hit ||= rule.patterns.some((g) => {
+            const parts = g.split('/');
+            return parts.length === rel.length && parts.every((part, i) => globMatch(part, rel[i]));
+          });
+        }
       }
     }
     if (hit && Array.isArray(rule.exempt) && rule.exempt.some((g) => globMatch(g, last))) hit = false;

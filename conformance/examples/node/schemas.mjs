@@ -29,6 +29,15 @@ export const InitializeParams = object(
     require_existing_workspace: bool(),
     remove_workspace_on_exit: bool(),
     capabilities: arrayOf(nonEmpty(), { unique: true }),
+    file_roots: arrayOf(
+      object(
+        {
+          path: str({ minLength: 1, pattern: /^\// }),
+          kind: enumOf(['scoped_home', 'wuu_home', 'workspace', 'temporary']),
+        },
+        ['path', 'kind'],
+      ),
+    ),
   },
   ['version', 'root', 'session'],
 );

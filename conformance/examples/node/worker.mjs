@@ -235,6 +235,7 @@ function normalizeBinding(p) {
     require_existing_workspace: p.require_existing_workspace ?? false,
     remove_workspace_on_exit: p.remove_workspace_on_exit ?? false,
     capabilities: [...(p.capabilities ?? [])].sort(),
+    file_roots: (p.file_roots ?? []).map((r) => ({ path: r.path, kind: r.kind })),
   };
 }
 
@@ -254,7 +255,8 @@ function sameBinding(a, b) {
     a.require_existing_workspace === b.require_existing_workspace &&
     a.remove_workspace_on_exit === b.remove_workspace_on_exit &&
     a.capabilities.length === b.capabilities.length &&
-    a.capabilities.every((c, i) => c === b.capabilities[i])
+    a.capabilities.every((c, i) => c === b.capabilities[i]) &&
+    JSON.stringify(a.file_roots) === JSON.stringify(b.file_roots)
   );
 }
 
@@ -274,6 +276,24 @@ async function initialize(frame, signal) {
   }
 }
 
+// A directory of the binding (`field` names it): its real path, made (with its parents) unless it `must`
+// exist already.
+async function bindDirectory(lex, field, must) {
+  let st = null;
+  try {
+    st = await fsp.stat(lex);
+  } catch (e) {
+    if (e.code !== 'ENOENT' && e.code !== 'ENOTDIR') throw e;
+  }
+  if (!st) {
+    if (must) throw fail('workspace_missing', `${field}: ${lex} does not exist`);
+    await fsp.mkdir(lex, { recursive: true });
+  } else if (!st.isDirectory()) {
+    throw fail('workspace_missing', `${field}: ${lex} is not a directory`);
+  }
+  return fsp.realpath(lex);
+}
+
 async function runInitialize(frame, signal) {
   if (state === 'dead') throw fail('initialization_failed', 'an earlier initialize failed; open a new connection');
   if (state === 'ready') {
@@ -289,27 +309,23 @@ async function runInitialize(frame, signal) {
   // From here on, a failure or a cancellation leaves the connection dead.
   try {
     const normalized = normalizeBinding(params);
+    const wuuHomes = normalized.file_roots.filter((r) => r.kind === 'wuu_home');
+    if (wuuHomes.length > 1) throw fail('invalid_request', 'file_roots: a second wuu_home (at most one)');
+    const must = normalized.require_existing_workspace;
     const rootLex = path.posix.resolve(params.root);
-    let st = null;
-    try {
-      st = await fsp.stat(rootLex);
-    } catch (e) {
-      if (e.code !== 'ENOENT' && e.code !== 'ENOTDIR') throw e;
+    const rootReal = await bindDirectory(rootLex, 'root', must);
+    const fileRoots = [];
+    for (const [index, r] of normalized.file_roots.entries()) {
+      const lex = path.posix.resolve(r.path);
+      fileRoots.push(new PathContext(lex, await bindDirectory(lex, `file_roots.${index}.path`, must)));
     }
-    if (!st) {
-      if (normalized.require_existing_workspace) throw fail('workspace_missing', `${params.root} does not exist`);
-      await fsp.mkdir(rootLex, { recursive: true });
-    } else if (!st.isDirectory()) {
-      throw fail('workspace_missing', `${params.root} is not a directory`);
-    }
-    const rootReal = await fsp.realpath(rootLex);
     if (signal.aborted) throw cancelledError();
-    const paths = new PathContext(rootLex, rootReal);
+    const paths = new PathContext(rootLex, rootReal, fileRoots);
     registry = new ProcessRegistry({ session: params.session, emit: emitProcessEvent, sockDir });
     exportStore = new ExportStore(await fsp.mkdtemp(path.join(workerTmp, 'exports-')));
     ctx = {
       paths,
-      homes,
+      homes: wuuHomes.length > 0 ? { ...homes, wuu: [homes.wuu, path.posix.resolve(wuuHomes[0].path)] } : homes,
       sockDir,
       privateTempDir: () => fsp.mkdtemp(path.join(workerTmp, 'tmp-')),
       commandEnv: (tmp, extra) => ({

@@ -138,6 +138,23 @@ def test_list_names_every_requirement(capsys: pytest.CaptureFixture[str]) -> Non
 # --- the verdict on real adapters -----------------------------------------------------------------------
 
 
+BWRAP_SANDBOX = str(Path(sys.executable).with_name("wuu-bwrap-sandbox"))
+SANDBOX_CASES = ("paths.*", "scope.*", "tools.*", "process.*", "run_code.*", "cancel.*")
+"""The cases whose commands (or programs) the OS sandbox confines."""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (bwrap)")
+async def test_the_sandbox_cases_pass_under_the_bwrap_extension() -> None:
+    """Commands confined by the sandbox.process@1 extension on bubblewrap pass what Landlock passes."""
+    extension = ["WUU_SANDBOX_BACKEND=extension", f"WUU_SANDBOX_PROCESS={BWRAP_SANDBOX}"]
+    command = ["env", *extension, *NATIVE]
+    # scope.command-roots is skipped where commands cannot run confined: it must run here.
+    confined = ("scope.command-roots", *tool_cases_here())
+    await passes_every_case(
+        command, "under wuu-bwrap-sandbox", timeout=20, only=SANDBOX_CASES, must_run=confined
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [

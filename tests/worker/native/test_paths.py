@@ -340,3 +340,36 @@ def test_a_write_to_a_file_with_several_hard_links_is_refused_where_confined(tre
     os.close(target.open(os.O_RDONLY))  # reads are allowed
     unconfined = resolve_tool_path(tree, "hard.txt", confined=False, write=True)
     os.close(unconfined.open(os.O_WRONLY))
+
+
+def test_an_absolute_path_resolves_in_the_file_root_it_lands_in(tmp_path: Path) -> None:
+    real = tmp_path.resolve()
+    root, notes, elsewhere = real / "root", real / "notes", real / "elsewhere"
+    for directory in (root, notes, elsewhere):
+        directory.mkdir()
+    (notes / "a.txt").write_text("in notes")
+    (root / "into-notes").symlink_to(notes)
+    found = resolve_tool_path(root, str(notes / "a.txt"), confined=True, write=False, file_roots=[notes])
+    assert (found.path, found.root) == (notes / "a.txt", str(notes))
+    fd = found.open(os.O_RDONLY)
+    try:
+        assert os.read(fd, 100) == b"in notes"
+    finally:
+        os.close(fd)
+    # A relative path resolves against the root only; a symlink from the root into a file root leaves the
+    # root; a path outside every root is refused; the root comes first where roots nest.
+    for path in ("../notes/a.txt", "into-notes/a.txt", str(elsewhere / "b.txt")):
+        with pytest.raises(WorkerError) as caught:
+            resolve_tool_path(root, path, confined=True, write=False, file_roots=[notes])
+        assert caught.value.code is ErrorCode.PATH_OUTSIDE_ROOT, path
+    nested = resolve_tool_path(root, str(root / "x"), confined=True, write=True, file_roots=[root / "x"])
+    assert nested.root == str(root)
+
+
+def test_a_second_wuu_home_is_guarded_beside_the_first(tmp_path: Path) -> None:
+    real = tmp_path.resolve()
+    guard = SensitivePaths.load(home=real / "home", wuu_home=real / "wuu").with_wuu_home(real / "bound-wuu")
+    for home in ("wuu", "bound-wuu"):
+        assert guard.match(real / home / "auth.json").read_blocked, home
+        guard.check(real / home / "config.json", write=True)
+    assert not guard.match(real / "other" / "auth.json").read_blocked

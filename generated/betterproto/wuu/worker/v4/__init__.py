@@ -26,6 +26,8 @@ __all__ = (
     "ExportOpenResult",
     "ExportReadParams",
     "ExportReadResult",
+    "FileRoot",
+    "FileRootKind",
     "Frame",
     "GitAddArguments",
     "GitBranchArguments",
@@ -364,6 +366,60 @@ class ErrorCode(betterproto2.Enum):
             "ERROR_CODE_ARTIFACT_TOO_LARGE": 18,
             "ERROR_CODE_PARENT_NOT_LIVE": 19,
             "ERROR_CODE_INTERNAL": 20,
+        }
+
+
+class FileRootKind(betterproto2.Enum):
+    """
+    What a file root is to the user; the kind decides whether a `standard` command may write beneath
+    it.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    SCOPED_HOME = 1
+    """
+    `scoped_home`: The agent's scoped home directory: writable by `standard` commands.
+    """
+
+    WUU_HOME = 2
+    """
+    `wuu_home`: Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential
+    files stay blocked for the dedicated tools.
+    """
+
+    WORKSPACE = 3
+    """
+    `workspace`: A registered user workspace: writable by `standard` commands.
+    """
+
+    TEMPORARY = 4
+    """
+    `temporary`: The system temporary directory: open to the dedicated tools, never a writable root
+    of a command (a command writes its private temporary directory instead).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "FILE_ROOT_KIND_UNSPECIFIED",
+            1: "FILE_ROOT_KIND_SCOPED_HOME",
+            2: "FILE_ROOT_KIND_WUU_HOME",
+            3: "FILE_ROOT_KIND_WORKSPACE",
+            4: "FILE_ROOT_KIND_TEMPORARY",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "FILE_ROOT_KIND_UNSPECIFIED": 0,
+            "FILE_ROOT_KIND_SCOPED_HOME": 1,
+            "FILE_ROOT_KIND_WUU_HOME": 2,
+            "FILE_ROOT_KIND_WORKSPACE": 3,
+            "FILE_ROOT_KIND_TEMPORARY": 4,
         }
 
 
@@ -1085,6 +1141,28 @@ default_message_pool.register_message("wuu.worker.v4", "ExportReadResult", Expor
 
 
 @dataclass(eq=False, repr=False)
+class FileRoot(betterproto2.Message):
+    """
+    One directory of the normal file scope beside the execution root.
+    """
+
+    path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The directory's absolute path where the worker runs.
+    """
+
+    kind: "FileRootKind" = betterproto2.field(
+        2, betterproto2.TYPE_ENUM, default_factory=lambda: FileRootKind(0)
+    )
+    """
+    What the directory is to the user.
+    """
+
+
+default_message_pool.register_message("wuu.worker.v4", "FileRoot", FileRoot)
+
+
+@dataclass(eq=False, repr=False)
 class Frame(betterproto2.Message):
     """
     Any frame of the worker protocol. The kinds are told apart by their keys: a request has `token`,
@@ -1358,8 +1436,9 @@ class InitializeParams(betterproto2.Message):
 
     root: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The absolute path of the workspace root. In `standard` and `read_only`, every tool path
-    resolves inside it.
+    The absolute path of the workspace root: the execution root. In `standard` and `read_only`, a
+    relative tool path resolves inside it, and an absolute one inside it or inside one of the
+    `file_roots` (execute.schema.json gives the path rules).
     """
 
     session: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
@@ -1390,19 +1469,33 @@ class InitializeParams(betterproto2.Message):
 
     require_existing_workspace: "bool | None" = betterproto2.field(6, betterproto2.TYPE_BOOL, optional=True)
     """
-    When true and `root` does not exist, `initialize` fails with `workspace_missing`. When false,
-    the worker creates a missing root.
+    When true and `root` or a directory of `file_roots` does not exist, `initialize` fails with
+    `workspace_missing`. When false, the worker creates each one that is missing (with its parents).
     """
 
     remove_workspace_on_exit: "bool | None" = betterproto2.field(7, betterproto2.TYPE_BOOL, optional=True)
     """
-    When true, the worker removes `root` in its cleanup at the end of the connection.
+    When true, the worker removes `root` in its cleanup at the end of the connection. It never
+    removes a directory of `file_roots`.
     """
 
     capabilities: "list[str]" = betterproto2.field(8, betterproto2.TYPE_STRING, repeated=True)
     """
     The capabilities the host requests (for example `process.start.v1`). The reply lists those the
     worker grants.
+    """
+
+    file_roots: "list[FileRoot]" = betterproto2.field(9, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    The rest of the normal file scope beside `root` (permission_modes.schema.json, PermissionMode),
+    as directories where the worker runs: the agent's scoped home, Wuu home, the registered user
+    workspaces and the system temporary directory. In `standard` and `read_only` the dedicated
+    tools read (and in `standard` write) beneath any of them as beneath `root`; a `standard`
+    command may write beneath each one except a `temporary` one, whose directory is shared. At most
+    one is `wuu_home`: a second gets `invalid_request` naming the field, and the connection is dead
+    (a failed provider initialization). The `wuu_home` directory is Wuu home for the sensitive-path
+    rules (data/sensitive_paths.json), beside the worker's own, so Wuu's credential files in it stay
+    blocked for reads and writes while its other files follow the ordinary boundary.
     """
 
 
@@ -2055,7 +2148,19 @@ default_message_pool.register_message("wuu.worker.v4", "RequestFrame", RequestFr
 class RunCodeParams(betterproto2.Message):
     """
     Run a program (optional method). The reply is a ToolResult shaped by `result_view`. While the
-    request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id.
+    request is live the worker may send `tool/invoke` callbacks whose `parent` is this request's id,
+    and never once it is answered. A `javascript` program runs on Node.js 22.19 or later under its
+    permission model (no file system, child process or worker thread of its own; the worker offers
+    `run_code` only where it has such an interpreter): the source is the body of an async function of
+    `tools` and `state`; `await tools.NAME(ARGUMENTS)` is a `tool/invoke` of this request and
+    resolves to the tool's ToolResult, or rejects with the error the host answered; the value the
+    function returns is the program's value (null when it returns nothing); `state` is a JSON object
+    of the actor (the connection), kept between its programs when a program succeeds, at most 1 MiB
+    as JSON. The program's output is what it prints (standard output and error together). A program
+    that fails (it throws, its interpreter ends before it returns, or its timeout stops it) gets
+    `is_error: true` and shows no value: its output (none for the `value` view) followed by a line
+    saying why, for a throw the error's name and message. The interpreter is also confined as a
+    `read_only` command is, and nothing it started outlives the request.
     """
 
     language: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
@@ -2078,7 +2183,8 @@ class RunCodeParams(betterproto2.Message):
 
     timeout_ms: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT32, optional=True)
     """
-    Milliseconds after which the program is stopped and the result has `is_error: true`.
+    Milliseconds after which the program is stopped (its interpreter ends): the result has
+    `is_error: true`, and its last line is `the program was stopped after N ms`.
     """
 
 

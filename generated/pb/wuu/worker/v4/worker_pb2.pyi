@@ -35,6 +35,14 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_PARENT_NOT_LIVE: _ClassVar[ErrorCode]
     ERROR_CODE_INTERNAL: _ClassVar[ErrorCode]
 
+class FileRootKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_ROOT_KIND_UNSPECIFIED: _ClassVar[FileRootKind]
+    FILE_ROOT_KIND_SCOPED_HOME: _ClassVar[FileRootKind]
+    FILE_ROOT_KIND_WUU_HOME: _ClassVar[FileRootKind]
+    FILE_ROOT_KIND_WORKSPACE: _ClassVar[FileRootKind]
+    FILE_ROOT_KIND_TEMPORARY: _ClassVar[FileRootKind]
+
 class ActorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ACTOR_KIND_UNSPECIFIED: _ClassVar[ActorKind]
@@ -111,6 +119,11 @@ ERROR_CODE_SANDBOX_UNAVAILABLE: ErrorCode
 ERROR_CODE_ARTIFACT_TOO_LARGE: ErrorCode
 ERROR_CODE_PARENT_NOT_LIVE: ErrorCode
 ERROR_CODE_INTERNAL: ErrorCode
+FILE_ROOT_KIND_UNSPECIFIED: FileRootKind
+FILE_ROOT_KIND_SCOPED_HOME: FileRootKind
+FILE_ROOT_KIND_WUU_HOME: FileRootKind
+FILE_ROOT_KIND_WORKSPACE: FileRootKind
+FILE_ROOT_KIND_TEMPORARY: FileRootKind
 ACTOR_KIND_UNSPECIFIED: ActorKind
 ACTOR_KIND_AGENT: ActorKind
 ACTOR_KIND_USER: ActorKind
@@ -218,7 +231,7 @@ class Frame(_message.Message):
     def __init__(self, request_frame: _Optional[_Union[RequestFrame, _Mapping]] = ..., reply_data_frame: _Optional[_Union[ReplyDataFrame, _Mapping]] = ..., reply_error_frame: _Optional[_Union[ReplyErrorFrame, _Mapping]] = ..., notification_frame: _Optional[_Union[NotificationFrame, _Mapping]] = ..., callback_request_frame: _Optional[_Union[CallbackRequestFrame, _Mapping]] = ...) -> None: ...
 
 class InitializeParams(_message.Message):
-    __slots__ = ("version", "root", "session", "identity", "environment", "require_existing_workspace", "remove_workspace_on_exit", "capabilities")
+    __slots__ = ("version", "root", "session", "identity", "environment", "require_existing_workspace", "remove_workspace_on_exit", "capabilities", "file_roots")
     class IdentityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +254,7 @@ class InitializeParams(_message.Message):
     REQUIRE_EXISTING_WORKSPACE_FIELD_NUMBER: _ClassVar[int]
     REMOVE_WORKSPACE_ON_EXIT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    FILE_ROOTS_FIELD_NUMBER: _ClassVar[int]
     version: int
     root: str
     session: str
@@ -249,7 +263,16 @@ class InitializeParams(_message.Message):
     require_existing_workspace: bool
     remove_workspace_on_exit: bool
     capabilities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, version: _Optional[int] = ..., root: _Optional[str] = ..., session: _Optional[str] = ..., identity: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., require_existing_workspace: _Optional[bool] = ..., remove_workspace_on_exit: _Optional[bool] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+    file_roots: _containers.RepeatedCompositeFieldContainer[FileRoot]
+    def __init__(self, version: _Optional[int] = ..., root: _Optional[str] = ..., session: _Optional[str] = ..., identity: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., require_existing_workspace: _Optional[bool] = ..., remove_workspace_on_exit: _Optional[bool] = ..., capabilities: _Optional[_Iterable[str]] = ..., file_roots: _Optional[_Iterable[_Union[FileRoot, _Mapping]]] = ...) -> None: ...
+
+class FileRoot(_message.Message):
+    __slots__ = ("path", "kind")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    kind: FileRootKind
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[_Union[FileRootKind, str]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
     __slots__ = ("name", "version")
