@@ -186,3 +186,13 @@ async def test_auto_prefers_landlock_over_a_configured_extension(start: Start, t
     program = extension(tmp_path, "never-used", "sys.exit(1)", "sys.exit(1)")
     client = await start(WUU_SANDBOX_BACKEND="auto", WUU_SANDBOX_PROCESS=program)
     assert ok(await sh(client, "echo landlock"))["output"] == "landlock\n"
+
+
+async def test_no_tcp_is_refused_where_the_extension_does_not_enforce_it(
+    bwrap: None, spawn_client: Spawner, tmp_path: Path
+) -> None:
+    client = await spawn_client([sys.executable, "-m", "wuu.worker"], env={**os.environ, **EXTENSION})
+    ok(await client.request("initialize", binding(tmp_path, command_network="no_tcp")))
+    reply = await sh(client, "true")
+    assert code(reply) == "sandbox_unavailable"
+    assert "does not enforce command_network no_tcp" in reply["error"]

@@ -263,21 +263,22 @@ class PermissionMode(betterproto2.Enum):
     OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured
     `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command
     fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem
-    creation and removal, not reads, network access, process visibility, inherited environment
-    variables or every metadata change, so `read_only` does not stop a command from disclosing data.
-    On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain
-    of its own, which only the processes it starts share: it cannot signal a process outside that
-    domain (another command, the worker, the user's other programs) nor connect to an abstract Unix
-    socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined
-    command can signal any process of the user and reach any abstract Unix socket. Neither restricts
-    Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command
-    can still ask a service listening on one to act outside the sandbox for it. On macOS both
-    confined modes also permit writes to the current user's Directory Services (mds) cache, which
-    Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model
-    review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`,
-    widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and
-    subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers,
-    external engines or commands typed into the desktop terminal.
+    creation and removal, not reads, network access (unless the binding's `command_network` asks:
+    InitializeParams), process visibility, inherited environment variables or every metadata change,
+    so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6
+    or later, each confined command also runs in a Landlock domain of its own, which only the
+    processes it starts share: it cannot signal a process outside that domain (another command, the
+    worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With
+    ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process
+    of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a
+    session bus, a container engine's socket), so a confined command can still ask a service
+    listening on one to act outside the sandbox for it. On macOS both confined modes also permit
+    writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to
+    no keychain store or other user cache. "Approve for me" (model review of selected tool calls in
+    `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a
+    sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate
+    protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed
+    into the desktop terminal.
     """
 
     UNSPECIFIED = 0
