@@ -4,7 +4,7 @@
 
 from enum import StrEnum
 from re import compile
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
@@ -119,6 +119,40 @@ class CodexSandboxMode(StrEnum):
     DANGER_FULL_ACCESS = "danger-full-access"
     """
     Codex runs commands without its sandbox.
+    """
+
+
+class ExecCallOutcome(StrEnum):
+    """
+    What became of one tool call of a `wuu exec` run.
+    """
+
+    RAN = "ran"
+    """
+    The tool ran: its ToolResult is in `output` and `is_error`.
+    """
+    REFUSED = "refused"
+    """
+    The permission checks refused it: `permission_denied`, `path_outside_root`, `sensitive_path` or `sandbox_unavailable`.
+    """
+    ERROR = "error"
+    """
+    The worker answered another error (`not_found`, `invalid_request`, `unsupported_tool`, ...).
+    """
+
+
+class ExecRunStatus(StrEnum):
+    """
+    How a `wuu exec` run ended.
+    """
+
+    COMPLETED = "completed"
+    """
+    The model answered without a further tool call.
+    """
+    FAILED = "failed"
+    """
+    The run stopped first: the model gave no usable reply, the worker failed, or the model asked for more than 32 rounds of calls.
     """
 
 
@@ -389,6 +423,74 @@ class EnginePermissionTable(WireModel):
     unconfined: EnginePermissionRow
     """
     The settings for `unconfined`.
+    """
+
+
+class ExecCall(WireModel):
+    """
+    One tool call of a `wuu exec` run and what became of it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tool: Annotated[str, Field(min_length=1)]
+    """
+    The tool the model called.
+    """
+    arguments: dict[str, Any]
+    """
+    The arguments the model gave.
+    """
+    outcome: ExecCallOutcome
+    """
+    What became of the call.
+    """
+    output: Annotated[str | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    With `ran`: the tool's output.
+    """
+    is_error: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    With `ran`: whether the tool ran and failed (a command that exited non-zero).
+    """
+    error: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    With `refused` or `error`: the worker's error reply, `code: message`.
+    """
+
+
+class ExecRun(WireModel):
+    """
+    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR] PROMPT`, printed on stdout. The run puts PROMPT before the built-in engine's model (the user configuration's `model`, else the deterministic stand-in) with the worker's execute tools, and has each tool call it asks for run by a native worker bound to the project directory (`--cd`, else the working directory) in the mode of `--permission-mode` (default `standard`), until the model answers without a call. The worker's own permission checks allow or refuse each call, with no approval asked of anyone (`wuu exec` has no "Approve for me"): a refusal is what the model is told. The mode comes from the flag alone: the command reads no file of the project, and the user configuration (`--config`, else `<home>/config.json`) holds no permission mode. Exit status: 0 when the run completed and no call was refused, 3 when it completed and some call was refused, 1 when it failed (`status: failed`), 2 for a usage or configuration error, reported on stderr naming the flag or field, with nothing run and no result printed. Without `--json` the model's final text goes to stdout and one line per call to stderr, with the same exit statuses.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    permission_mode: PermissionMode
+    """
+    The mode the calls ran in.
+    """
+    root: Annotated[str, Field(pattern="^/")]
+    """
+    The project directory the worker was bound to, absolute.
+    """
+    status: ExecRunStatus
+    """
+    How the run ended.
+    """
+    text: str
+    """
+    The model's final text; empty when it gave none (or the run failed first).
+    """
+    calls: list[ExecCall]
+    """
+    Every tool call of the run, in the order the model asked for them.
+    """
+    failure: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    With `status: failed`: why the run stopped.
     """
 
 

@@ -15,6 +15,10 @@ __all__ = (
     "CodexSandboxMode",
     "EnginePermissionRow",
     "EnginePermissionTable",
+    "ExecCall",
+    "ExecCallOutcome",
+    "ExecRun",
+    "ExecRunStatus",
     "ExternalEngine",
     "PermissionMode",
     "SensitiveBasenameRule",
@@ -199,6 +203,90 @@ class CodexSandboxMode(betterproto2.Enum):
             "CODEX_SANDBOX_MODE_READ_ONLY": 1,
             "CODEX_SANDBOX_MODE_WORKSPACE_WRITE": 2,
             "CODEX_SANDBOX_MODE_DANGER_FULL_ACCESS": 3,
+        }
+
+
+class ExecCallOutcome(betterproto2.Enum):
+    """
+    What became of one tool call of a `wuu exec` run.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    RAN = 1
+    """
+    `ran`: The tool ran: its ToolResult is in `output` and `is_error`.
+    """
+
+    REFUSED = 2
+    """
+    `refused`: The permission checks refused it: `permission_denied`, `path_outside_root`,
+    `sensitive_path` or `sandbox_unavailable`.
+    """
+
+    ERROR = 3
+    """
+    `error`: The worker answered another error (`not_found`, `invalid_request`, `unsupported_tool`,
+    ...).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "EXEC_CALL_OUTCOME_UNSPECIFIED",
+            1: "EXEC_CALL_OUTCOME_RAN",
+            2: "EXEC_CALL_OUTCOME_REFUSED",
+            3: "EXEC_CALL_OUTCOME_ERROR",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "EXEC_CALL_OUTCOME_UNSPECIFIED": 0,
+            "EXEC_CALL_OUTCOME_RAN": 1,
+            "EXEC_CALL_OUTCOME_REFUSED": 2,
+            "EXEC_CALL_OUTCOME_ERROR": 3,
+        }
+
+
+class ExecRunStatus(betterproto2.Enum):
+    """
+    How a `wuu exec` run ended.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    COMPLETED = 1
+    """
+    `completed`: The model answered without a further tool call.
+    """
+
+    FAILED = 2
+    """
+    `failed`: The run stopped first: the model gave no usable reply, the worker failed, or the model
+    asked for more than 32 rounds of calls.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "EXEC_RUN_STATUS_UNSPECIFIED",
+            1: "EXEC_RUN_STATUS_COMPLETED",
+            2: "EXEC_RUN_STATUS_FAILED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "EXEC_RUN_STATUS_UNSPECIFIED": 0,
+            "EXEC_RUN_STATUS_COMPLETED": 1,
+            "EXEC_RUN_STATUS_FAILED": 2,
         }
 
 
@@ -532,6 +620,95 @@ default_message_pool.register_message("wuu.permissions.v1", "EnginePermissionTab
 
 
 @dataclass(eq=False, repr=False)
+class ExecCall(betterproto2.Message):
+    """
+    One tool call of a `wuu exec` run and what became of it.
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool the model called.
+    """
+
+    arguments: "___google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The arguments the model gave.
+    """
+
+    outcome: "ExecCallOutcome" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ExecCallOutcome(0)
+    )
+    """
+    What became of the call.
+    """
+
+    output: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `ran`: the tool's output.
+    """
+
+    is_error: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
+    """
+    With `ran`: whether the tool ran and failed (a command that exited non-zero).
+    """
+
+    error: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `refused` or `error`: the worker's error reply, `code: message`.
+    """
+
+
+default_message_pool.register_message("wuu.permissions.v1", "ExecCall", ExecCall)
+
+
+@dataclass(eq=False, repr=False)
+class ExecRun(betterproto2.Message):
+    """
+    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR]
+    PROMPT`, printed on stdout (exec_run.schema.json states the run and its exit statuses).
+    """
+
+    permission_mode: "PermissionMode" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: PermissionMode(0)
+    )
+    """
+    The mode the calls ran in.
+    """
+
+    root: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The project directory the worker was bound to, absolute.
+    """
+
+    status: "ExecRunStatus" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ExecRunStatus(0)
+    )
+    """
+    How the run ended.
+    """
+
+    text: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The model's final text; empty when it gave none (or the run failed first).
+    """
+
+    calls: "list[ExecCall]" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every tool call of the run, in the order the model asked for them.
+    """
+
+    failure: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `status: failed`: why the run stopped.
+    """
+
+
+default_message_pool.register_message("wuu.permissions.v1", "ExecRun", ExecRun)
+
+
+@dataclass(eq=False, repr=False)
 class SensitiveBasenameRule(betterproto2.Message):
     """
     A rule of kind `basename_glob`: each pattern is one component, matched against the path's last
@@ -803,3 +980,6 @@ class SensitivePathVectors(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.permissions.v1", "SensitivePathVectors", SensitivePathVectors)
+
+
+from ....google import protobuf as ___google__protobuf__
