@@ -12,7 +12,7 @@ from typing_extensions import TypeAliasType
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
-from .worker import FileRoot
+from .worker import CommandNetwork, FileRoot
 
 
 class CloudNetworkMode(StrEnum):
@@ -305,6 +305,10 @@ class Mode(StrEnum):
     READ_ONLY = "read_only"
 
 
+class NetworkEnum(StrEnum):
+    NO_TCP = "no_tcp"
+
+
 class SandboxProcessProbe(WireModel):
     """
     What `PROGRAM probe` prints on standard output: one JSON object on one line.
@@ -324,6 +328,13 @@ class SandboxProcessProbe(WireModel):
     modes: Annotated[list[Mode], Field(json_schema_extra={"x-unique-items": True}, min_length=1)]
     """
     The confined permission modes the program enforces in full.
+    """
+    network: Annotated[
+        list[NetworkEnum] | None,
+        Field(json_schema_extra={"x-unique-items": True, "x-not-null": True}),
+    ] = None
+    """
+    The network policies beyond `unrestricted` (CommandNetwork) the program enforces in full. Omitted: none.
     """
 
 
@@ -908,6 +919,12 @@ class LocalExecutionProfile(WireModel):
     file_roots: Annotated[list[FileRoot] | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
     The normal file scope beside the conversation's project, as directories of the host (the agent's scoped home, Wuu home, registered workspaces, the system temporary directory): every `initialize` that names no `file_roots` of its own gets these (InitializeParams `file_roots`). Omitted: none, so the tools reach the project alone.
+    """
+    command_network: Annotated[CommandNetwork, Field(json_schema_extra={"x-not-null": True})] = (
+        CommandNetwork.UNRESTRICTED
+    )
+    """
+    The network policy of the environment's confined commands: `no_tcp` gives every `initialize` `command_network: no_tcp`, whatever it names (a binding can restrict its commands further, never less than its profile).
     """
 
 

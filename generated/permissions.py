@@ -4,7 +4,7 @@
 
 from enum import StrEnum
 from re import compile
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
@@ -122,6 +122,40 @@ class CodexSandboxMode(StrEnum):
     """
 
 
+class ExecCallOutcome(StrEnum):
+    """
+    What became of one tool call of a `wuu exec` run.
+    """
+
+    RAN = "ran"
+    """
+    The tool ran: its ToolResult is in `output` and `is_error`.
+    """
+    REFUSED = "refused"
+    """
+    The permission checks refused it: `permission_denied`, `path_outside_root`, `sensitive_path` or `sandbox_unavailable`.
+    """
+    ERROR = "error"
+    """
+    The worker answered another error (`not_found`, `invalid_request`, `unsupported_tool`, ...).
+    """
+
+
+class ExecRunStatus(StrEnum):
+    """
+    How a `wuu exec` run ended.
+    """
+
+    COMPLETED = "completed"
+    """
+    The model answered without a further tool call.
+    """
+    FAILED = "failed"
+    """
+    The run stopped first: the model gave no usable reply, the worker failed, or the model asked for more than 32 rounds of calls.
+    """
+
+
 class ExternalEngine(StrEnum):
     """
     An external agent program that Wuu drives through an adapter instead of its built-in engine. The adapter passes the conversation's permission mode to the program as EnginePermissionTable gives. External engines run on the host only: an external engine refuses a conversation whose selected execution environment is not local.
@@ -143,7 +177,7 @@ class ExternalEngine(StrEnum):
 
 class PermissionMode(StrEnum):
     """
-    The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access, process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal.
+    The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access (unless the binding's `command_network` asks: InitializeParams), process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal.
     """
 
     STANDARD = "standard"
@@ -389,6 +423,74 @@ class EnginePermissionTable(WireModel):
     unconfined: EnginePermissionRow
     """
     The settings for `unconfined`.
+    """
+
+
+class ExecCall(WireModel):
+    """
+    One tool call of a `wuu exec` run and what became of it.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tool: Annotated[str, Field(min_length=1)]
+    """
+    The tool the model called.
+    """
+    arguments: dict[str, Any]
+    """
+    The arguments the model gave.
+    """
+    outcome: ExecCallOutcome
+    """
+    What became of the call.
+    """
+    output: Annotated[str | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    With `ran`: the tool's output.
+    """
+    is_error: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    With `ran`: whether the tool ran and failed (a command that exited non-zero).
+    """
+    error: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    With `refused` or `error`: the worker's error reply, `code: message`.
+    """
+
+
+class ExecRun(WireModel):
+    """
+    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR] PROMPT`, printed on stdout. The run puts PROMPT before the built-in engine's model (the user configuration's `model`, else the deterministic stand-in) with the worker's execute tools, and has each tool call it asks for run by a native worker bound to the project directory (`--cd`, else the working directory) in the mode of `--permission-mode` (default `standard`), until the model answers without a call. The worker's own permission checks allow or refuse each call, with no approval asked of anyone (`wuu exec` has no "Approve for me"): a refusal is what the model is told. The mode comes from the flag alone: the command reads no file of the project, and the user configuration (`--config`, else `<home>/config.json`) holds no permission mode. Exit status: 0 when the run completed and no call was refused, 3 when it completed and some call was refused, 1 when it failed (`status: failed`), 2 for a usage or configuration error, reported on stderr naming the flag or field, with nothing run and no result printed. Without `--json` the model's final text goes to stdout and one line per call to stderr, with the same exit statuses.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    permission_mode: PermissionMode
+    """
+    The mode the calls ran in.
+    """
+    root: Annotated[str, Field(pattern="^/")]
+    """
+    The project directory the worker was bound to, absolute.
+    """
+    status: ExecRunStatus
+    """
+    How the run ended.
+    """
+    text: str
+    """
+    The model's final text; empty when it gave none (or the run failed first).
+    """
+    calls: list[ExecCall]
+    """
+    Every tool call of the run, in the order the model asked for them.
+    """
+    failure: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    With `status: failed`: why the run stopped.
     """
 
 

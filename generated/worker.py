@@ -51,6 +51,21 @@ class CancelResult(WireModel):
     """
 
 
+class CommandNetwork(StrEnum):
+    """
+    A network policy of confined commands.
+    """
+
+    UNRESTRICTED = "unrestricted"
+    """
+    The OS sandbox does not restrict the network.
+    """
+    NO_TCP = "no_tcp"
+    """
+    A confined command can neither bind a TCP socket to a port (0 included) nor connect one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only where its probe lists it (sandbox_process.schema.json).
+    """
+
+
 class DirEntryType(StrEnum):
     """
     The type of a directory entry, not following symlinks.
@@ -1687,7 +1702,7 @@ class GitLogArguments(WireModel):
 
 class InitializeParams(WireModel):
     """
-    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment`, `capabilities` or `file_roots` equals an empty one; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
+    The binding of the connection plus the requested capabilities. The first successful `initialize` pins the token and this whole object; no other method runs before it. Repeating `initialize` with the same token and an equal object (defaults applied; an omitted `identity`, `environment`, `capabilities` or `file_roots` equals an empty one, an omitted `command_network` equals `unrestricted`; capabilities compared as a set) returns the same reply; any difference, the version included, gets `binding_immutable`. Data that violates this schema gets `invalid_request`, and a version other than 4 `protocol_mismatch`; both leave the connection uninitialized. A failed or cancelled provider initialization (such as `workspace_missing`) leaves the connection dead: every later request gets `initialization_failed`.
     """
 
     model_config = ConfigDict(
@@ -1735,6 +1750,12 @@ class InitializeParams(WireModel):
     file_roots: Annotated[list[FileRoot] | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
     The rest of the normal file scope beside `root` (permission_modes.schema.json, PermissionMode), as directories where the worker runs: the agent's scoped home, Wuu home, the registered user workspaces and the system temporary directory. In `standard` and `read_only` the dedicated tools read (and in `standard` write) beneath any of them as beneath `root`; a `standard` command may write beneath each one except a `temporary` one, whose directory is shared. At most one is `wuu_home`: a second gets `invalid_request` naming the field, and the connection is dead (a failed provider initialization). The `wuu_home` directory is Wuu home for the sensitive-path rules (data/sensitive_paths.json), beside the worker's own, so Wuu's credential files in it stay blocked for reads and writes while its other files follow the ordinary boundary.
+    """
+    command_network: Annotated[CommandNetwork, Field(json_schema_extra={"x-not-null": True})] = (
+        CommandNetwork.UNRESTRICTED
+    )
+    """
+    What the confined commands (`standard` and `read_only`, programs of `run_code` included) may do on the network; `unconfined` commands are never restricted. A policy the worker's sandbox cannot enforce makes each confined command fail with `sandbox_unavailable`, never run with less.
     """
 
 

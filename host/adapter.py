@@ -38,10 +38,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def initialize_interceptor(
-    environment: Environment, forwarded: Mapping[str, str], file_roots: Sequence[Mapping[str, Any]] = ()
+    environment: Environment,
+    forwarded: Mapping[str, str],
+    file_roots: Sequence[Mapping[str, Any]] = (),
+    *,
+    no_tcp: bool = False,
 ) -> InitializeRewrite:
     """The rewrite of every `initialize`'s data: the environment's binding, then the forwarded variables,
-    then the profile's `file_roots` where the binding names none.
+    then the profile's `file_roots` where the binding names none, and its `command_network: no_tcp`.
 
     A binding whose `environment` is not an object is left to the worker to refuse.
     """
@@ -53,6 +57,8 @@ def initialize_interceptor(
             bound = {**bound, "environment": {**forwarded, **given}}
         if file_roots and "file_roots" not in bound:
             bound = {**bound, "file_roots": [dict(root) for root in file_roots]}
+        if no_tcp and bound.get("command_network") != "no_tcp":
+            bound = {**bound, "command_network": "no_tcp"}
         return None if bound is data else bound
 
     return intercept
@@ -83,7 +89,7 @@ async def serve_adapter(
         relay = Relay(
             (host_in, host_out),
             (worker_out, worker_in),
-            initialize_interceptor(environment, forwarded, profile.file_roots()),
+            initialize_interceptor(environment, forwarded, profile.file_roots(), no_tcp=profile.no_tcp()),
         )
         await relay.either_ended(stop)
         budget = profile.settings.shutdown_timeout_ms / 1000

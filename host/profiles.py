@@ -86,6 +86,10 @@ class Profile(Generic[S]):
             )
         return {name: environ[name] for name in names}
 
+    def no_tcp(self) -> bool:
+        """Whether the profile keeps its confined commands off TCP (a local profile's `command_network`)."""
+        return getattr(self.settings, "command_network", None) == "no_tcp"
+
     def file_roots(self) -> list[dict[str, Any]]:
         """The file roots a binding that names none gets (a local profile's `file_roots`), as on the wire."""
         roots = getattr(self.settings, "file_roots", None) or []

@@ -398,3 +398,17 @@ async def test_a_local_profile_gives_its_file_roots_to_a_binding_that_names_none
         assert code(await client.request("execute", write)) == "path_outside_root"
     finally:
         await client.close()
+
+
+async def test_a_local_profile_without_tcp_keeps_every_binding_off_tcp(tmp_path: Path) -> None:
+    path = config(tmp_path, p={"backend": "local", "command_network": "no_tcp"})
+    client = await adapter(path, "p")
+    try:
+        await initialize(client, tmp_path / "ws", command_network="unrestricted")
+        bind = "import socket; socket.socket().bind(('127.0.0.1', 0)); print('bound')"
+        reply = await client.request("execute", tool_request("exec_command", argv=["python3", "-c", bind]))
+        assert "PermissionError" in ok(reply)["output"]
+        again = await client.request("initialize", binding(tmp_path / "ws", command_network="unrestricted"))
+        assert "data" in again, "an equal re-initialize stays equal after the profile's policy is applied"
+    finally:
+        await client.close()

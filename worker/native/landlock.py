@@ -1,8 +1,8 @@
 """A minimal ctypes binding of Linux Landlock: probe the ABI, build a ruleset, restrict a process.
 
-The filesystem rights and the scopes (ABI 6: abstract Unix sockets and signals) are bound; network rights
-(ABI 4) stay unhandled on purpose, as the sandbox does not restrict the network
-(spec/schema/permissions/permission_modes.schema.json).
+The filesystem rights, the scopes (ABI 6: abstract Unix sockets and signals) and the TCP network rights
+(ABI 4) are bound. A ruleset handles the network rights only when asked (the binding's `command_network`,
+spec/schema/worker/initialize.schema.json), and then allows no port.
 """
 
 from __future__ import annotations
@@ -68,6 +68,16 @@ class Scope(enum.IntFlag):
 
 
 _FIRST_SCOPED_ABI = 6
+
+
+class AccessNet(enum.IntFlag):
+    """Landlock's network access rights (`LANDLOCK_ACCESS_NET_*`, ABI 4)."""
+
+    BIND_TCP = 1 << 0
+    CONNECT_TCP = 1 << 1
+
+
+FIRST_NETWORK_ABI = 4
 
 
 def handled_scopes(abi: int) -> Scope:
@@ -157,9 +167,12 @@ def unavailable_reason() -> str:
     return _probe()[1]
 
 
-def create_ruleset(rules: Mapping[str | os.PathLike[str], AccessFs], abi: int) -> int:
+def create_ruleset(
+    rules: Mapping[str | os.PathLike[str], AccessFs], abi: int, *, no_tcp: bool = False
+) -> int:
     """Build a ruleset that handles every filesystem right and every scope of `abi` and grants `rules[path]`
-    beneath each path.
+    beneath each path; with `no_tcp`, it also handles binding and connecting TCP sockets, and allows no port
+    (OSError ENOSYS below ABI 4).
 
     Rights the ABI does not know are dropped from a rule, and so are directory-only rights on a path that is not
     a directory, so a rule may ask for `ALL_ACCESS_FS`. Everything a rule does not grant is denied once the
@@ -170,9 +183,16 @@ def create_ruleset(rules: Mapping[str | os.PathLike[str], AccessFs], abi: int) -
     handled = handled_access_fs(abi)
     if not handled:
         raise OSError(errno.ENOSYS, f"Landlock ABI {abi} restricts nothing")
+    if no_tcp and abi < FIRST_NETWORK_ABI:
+        raise OSError(
+            errno.ENOSYS, f"Landlock ABI {abi} cannot restrict TCP: no_tcp needs ABI {FIRST_NETWORK_ABI}"
+        )
     scoped = handled_scopes(abi)
-    attr = _RulesetAttr(handled_access_fs=handled, scoped=scoped)
-    size = ctypes.sizeof(attr) if scoped else ctypes.sizeof(ctypes.c_uint64)  # handled_access_fs alone
+    network = AccessNet.BIND_TCP | AccessNet.CONNECT_TCP if no_tcp else AccessNet(0)
+    attr = _RulesetAttr(handled_access_fs=handled, handled_access_net=network, scoped=scoped)
+    # Only as much of the struct as the ruleset uses: older kernels refuse a longer one.
+    fields = 3 if scoped else 2 if network else 1
+    size = fields * ctypes.sizeof(ctypes.c_uint64)
     ruleset_fd = int(_create_ruleset(_SYS_CREATE_RULESET, ctypes.byref(attr), size, 0))
     if ruleset_fd < 0:
         raise _last_error()

@@ -113,7 +113,9 @@ class CodeRunner:
             )
         except (OSError, subprocess.SubprocessError) as error:
             os.close(messages)
-            raise WorkerError(ErrorCode.INTERNAL, f"the interpreter could not start: {error}") from None
+            # A spawn that fails as a SubprocessError is a sandbox that could not confine the interpreter.
+            code = ErrorCode.INTERNAL if isinstance(error, OSError) else ErrorCode.SANDBOX_UNAVAILABLE
+            raise WorkerError(code, f"the interpreter could not start: {error}") from None
         finally:
             os.close(messages_end)
         pipe = os.fdopen(messages, "rb", 0)

@@ -67,6 +67,8 @@ class SandboxPolicy:
 
     mode: PermissionMode
     writable: tuple[Path, ...]
+    no_tcp: bool = False
+    """Whether commands may neither bind nor connect TCP sockets (the binding's `command_network`)."""
 
     def __post_init__(self) -> None:
         if self.mode is PermissionMode.UNCONFINED:
@@ -106,7 +108,7 @@ class Sandbox:
         for path in policy.writable:
             rules[path] = landlock.ALL_ACCESS_FS
         try:
-            self._fd = landlock.create_ruleset(rules, abi)
+            self._fd = landlock.create_ruleset(rules, abi, no_tcp=policy.no_tcp)
         except OSError as error:
             raise SandboxUnavailable(f"the Landlock ruleset cannot be built: {error}") from error
         try:
@@ -174,6 +176,8 @@ def open_sandbox(policy: SandboxPolicy, environ: Mapping[str, str]) -> Sandbox |
             f"{builtin}{PROGRAM_VARIABLE}: {program!r} is not the absolute path of a program"
         )
     try:
-        return ExtensionSandbox(program, policy.mode.value, tuple(str(path) for path in policy.writable))
+        return ExtensionSandbox(
+            program, policy.mode.value, tuple(str(path) for path in policy.writable), no_tcp=policy.no_tcp
+        )
     except ExtensionUnavailable as error:
         raise SandboxUnavailable(f"{builtin}{error}") from None

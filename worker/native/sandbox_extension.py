@@ -36,9 +36,9 @@ class ExtensionSandbox:
     """A mode's commands confined by the extension `program` (probed here: ExtensionUnavailable if it
     cannot), writing only beneath `writable`."""
 
-    def __init__(self, program: str, mode: str, writable: tuple[str, ...]) -> None:
-        self.name = probe(program, mode)
-        self._spawner = ExtensionSpawner(program, mode, writable)
+    def __init__(self, program: str, mode: str, writable: tuple[str, ...], *, no_tcp: bool = False) -> None:
+        self.name = probe(program, mode, no_tcp=no_tcp)
+        self._spawner = ExtensionSpawner(program, mode, writable, no_tcp=no_tcp)
 
     @property
     def spawner(self) -> ExtensionSpawner:
@@ -49,8 +49,9 @@ class ExtensionSandbox:
         self._spawner.close()
 
 
-def probe(program: str, mode: str) -> str:
-    """Run `program probe`; its name when it enforces `mode`, else ExtensionUnavailable saying why."""
+def probe(program: str, mode: str, *, no_tcp: bool = False) -> str:
+    """Run `program probe`; its name when it enforces `mode` (and `no_tcp` when asked), else
+    ExtensionUnavailable saying why."""
     # Only a worker that needs the extension pays for the configuration models.
     from wuu.generated.config import SandboxProcessProbe
 
@@ -72,16 +73,21 @@ def probe(program: str, mode: str) -> str:
         ) from None
     if mode not in report.modes:
         raise ExtensionUnavailable(f"the sandbox extension {report.name} does not enforce {mode}")
+    if no_tcp and "no_tcp" not in (report.network or ()):
+        raise ExtensionUnavailable(
+            f"the sandbox extension {report.name} does not enforce command_network no_tcp"
+        )
     return report.name
 
 
 class ExtensionSpawner(Spawner):
     """Starts each child as `program run` of its policy, and returns it once the program says it is confined."""
 
-    def __init__(self, program: str, mode: str, writable: tuple[str, ...]) -> None:
+    def __init__(self, program: str, mode: str, writable: tuple[str, ...], *, no_tcp: bool = False) -> None:
         self._program = program
         self._mode = mode
         self._writable = writable
+        self._no_tcp = no_tcp
         self._closed = False
 
     def close(self) -> None:
@@ -95,6 +101,8 @@ class ExtensionSpawner(Spawner):
         wrapped = [self._program, "run", "--mode", self._mode]
         for directory in self._writable:
             wrapped += ["--writable", directory]
+        if self._no_tcp:
+            wrapped += ["--network", "no_tcp"]
         wrapped += ["--status-fd", str(status), "--", *argv]
         passed = (*options.pop("pass_fds", ()), status)
         try:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES, WORKER_TOOLS
 from wuu.generated.models import (
+    CommandNetwork,
     EditFileArguments,
     EmptyResult,
     ErrorCode,
@@ -282,7 +283,9 @@ class NativeWorker:
                 else ()
             )
             try:
-                sandbox = open_sandbox(SandboxPolicy(mode=mode, writable=writable), self._environ)
+                no_tcp = self._binding is not None and self._binding.command_network is CommandNetwork.NO_TCP
+                policy = SandboxPolicy(mode=mode, writable=writable, no_tcp=no_tcp)
+                sandbox = open_sandbox(policy, self._environ)
             except SandboxUnavailable as error:
                 raise WorkerError(ErrorCode.SANDBOX_UNAVAILABLE, str(error)) from None
             self._sandboxes[mode] = sandbox

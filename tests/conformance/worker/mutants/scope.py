@@ -25,11 +25,14 @@ def _after_initialize(backend: ExecutionBackendV4, then: Callable[[], None]) -> 
     return dataclasses.replace(backend, initialize=initialize)
 
 
-mutant(
+@mutant(
     "ignores-file-roots",
     "binds the root alone, whatever file roots the binding names",
     "scope.file-roots",
-)(rewrite_initialize(lambda params: {"file_roots": None}))
+)
+def ignores_file_roots(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """The worker is bound as if the binding named no file roots (the SDK still pins them as asked)."""
+    return rewrite_initialize(lambda params: {"file_roots": None})(worker, backend)
 
 
 @mutant(
@@ -70,11 +73,14 @@ def _first_wuu_home(params: InitializeParams) -> dict[str, object]:
     }
 
 
-mutant(
+@mutant(
     "accepts-two-wuu-homes",
     "binds the first of two wuu_home file roots instead of refusing the binding",
     "scope.one-wuu-home",
-)(rewrite_initialize(_first_wuu_home))
+)
+def accepts_two_wuu_homes(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """A binding with two wuu_home roots is bound with the first alone."""
+    return rewrite_initialize(_first_wuu_home)(worker, backend)
 
 
 @mutant(

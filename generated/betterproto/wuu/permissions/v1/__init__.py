@@ -15,6 +15,10 @@ __all__ = (
     "CodexSandboxMode",
     "EnginePermissionRow",
     "EnginePermissionTable",
+    "ExecCall",
+    "ExecCallOutcome",
+    "ExecRun",
+    "ExecRunStatus",
     "ExternalEngine",
     "PermissionMode",
     "SensitiveBasenameRule",
@@ -202,6 +206,90 @@ class CodexSandboxMode(betterproto2.Enum):
         }
 
 
+class ExecCallOutcome(betterproto2.Enum):
+    """
+    What became of one tool call of a `wuu exec` run.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    RAN = 1
+    """
+    `ran`: The tool ran: its ToolResult is in `output` and `is_error`.
+    """
+
+    REFUSED = 2
+    """
+    `refused`: The permission checks refused it: `permission_denied`, `path_outside_root`,
+    `sensitive_path` or `sandbox_unavailable`.
+    """
+
+    ERROR = 3
+    """
+    `error`: The worker answered another error (`not_found`, `invalid_request`, `unsupported_tool`,
+    ...).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "EXEC_CALL_OUTCOME_UNSPECIFIED",
+            1: "EXEC_CALL_OUTCOME_RAN",
+            2: "EXEC_CALL_OUTCOME_REFUSED",
+            3: "EXEC_CALL_OUTCOME_ERROR",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "EXEC_CALL_OUTCOME_UNSPECIFIED": 0,
+            "EXEC_CALL_OUTCOME_RAN": 1,
+            "EXEC_CALL_OUTCOME_REFUSED": 2,
+            "EXEC_CALL_OUTCOME_ERROR": 3,
+        }
+
+
+class ExecRunStatus(betterproto2.Enum):
+    """
+    How a `wuu exec` run ended.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    COMPLETED = 1
+    """
+    `completed`: The model answered without a further tool call.
+    """
+
+    FAILED = 2
+    """
+    `failed`: The run stopped first: the model gave no usable reply, the worker failed, or the model
+    asked for more than 32 rounds of calls.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "EXEC_RUN_STATUS_UNSPECIFIED",
+            1: "EXEC_RUN_STATUS_COMPLETED",
+            2: "EXEC_RUN_STATUS_FAILED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "EXEC_RUN_STATUS_UNSPECIFIED": 0,
+            "EXEC_RUN_STATUS_COMPLETED": 1,
+            "EXEC_RUN_STATUS_FAILED": 2,
+        }
+
+
 class ExternalEngine(betterproto2.Enum):
     """
     An external agent program that Wuu drives through an adapter instead of its built-in engine. The
@@ -263,21 +351,22 @@ class PermissionMode(betterproto2.Enum):
     OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured
     `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command
     fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem
-    creation and removal, not reads, network access, process visibility, inherited environment
-    variables or every metadata change, so `read_only` does not stop a command from disclosing data.
-    On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain
-    of its own, which only the processes it starts share: it cannot signal a process outside that
-    domain (another command, the worker, the user's other programs) nor connect to an abstract Unix
-    socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined
-    command can signal any process of the user and reach any abstract Unix socket. Neither restricts
-    Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command
-    can still ask a service listening on one to act outside the sandbox for it. On macOS both
-    confined modes also permit writes to the current user's Directory Services (mds) cache, which
-    Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model
-    review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`,
-    widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and
-    subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers,
-    external engines or commands typed into the desktop terminal.
+    creation and removal, not reads, network access (unless the binding's `command_network` asks:
+    InitializeParams), process visibility, inherited environment variables or every metadata change,
+    so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6
+    or later, each confined command also runs in a Landlock domain of its own, which only the
+    processes it starts share: it cannot signal a process outside that domain (another command, the
+    worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With
+    ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process
+    of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a
+    session bus, a container engine's socket), so a confined command can still ask a service
+    listening on one to act outside the sandbox for it. On macOS both confined modes also permit
+    writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to
+    no keychain store or other user cache. "Approve for me" (model review of selected tool calls in
+    `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a
+    sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate
+    protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed
+    into the desktop terminal.
     """
 
     UNSPECIFIED = 0
@@ -528,6 +617,95 @@ class EnginePermissionTable(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.permissions.v1", "EnginePermissionTable", EnginePermissionTable)
+
+
+@dataclass(eq=False, repr=False)
+class ExecCall(betterproto2.Message):
+    """
+    One tool call of a `wuu exec` run and what became of it.
+    """
+
+    tool: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The tool the model called.
+    """
+
+    arguments: "___google__protobuf__.Struct | None" = betterproto2.field(
+        2, betterproto2.TYPE_MESSAGE, optional=True
+    )
+    """
+    The arguments the model gave.
+    """
+
+    outcome: "ExecCallOutcome" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ExecCallOutcome(0)
+    )
+    """
+    What became of the call.
+    """
+
+    output: "str | None" = betterproto2.field(4, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `ran`: the tool's output.
+    """
+
+    is_error: "bool | None" = betterproto2.field(5, betterproto2.TYPE_BOOL, optional=True)
+    """
+    With `ran`: whether the tool ran and failed (a command that exited non-zero).
+    """
+
+    error: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `refused` or `error`: the worker's error reply, `code: message`.
+    """
+
+
+default_message_pool.register_message("wuu.permissions.v1", "ExecCall", ExecCall)
+
+
+@dataclass(eq=False, repr=False)
+class ExecRun(betterproto2.Message):
+    """
+    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR]
+    PROMPT`, printed on stdout (exec_run.schema.json states the run and its exit statuses).
+    """
+
+    permission_mode: "PermissionMode" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: PermissionMode(0)
+    )
+    """
+    The mode the calls ran in.
+    """
+
+    root: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The project directory the worker was bound to, absolute.
+    """
+
+    status: "ExecRunStatus" = betterproto2.field(
+        3, betterproto2.TYPE_ENUM, default_factory=lambda: ExecRunStatus(0)
+    )
+    """
+    How the run ended.
+    """
+
+    text: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The model's final text; empty when it gave none (or the run failed first).
+    """
+
+    calls: "list[ExecCall]" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Every tool call of the run, in the order the model asked for them.
+    """
+
+    failure: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    With `status: failed`: why the run stopped.
+    """
+
+
+default_message_pool.register_message("wuu.permissions.v1", "ExecRun", ExecRun)
 
 
 @dataclass(eq=False, repr=False)
@@ -802,3 +980,6 @@ class SensitivePathVectors(betterproto2.Message):
 
 
 default_message_pool.register_message("wuu.permissions.v1", "SensitivePathVectors", SensitivePathVectors)
+
+
+from ....google import protobuf as ___google__protobuf__

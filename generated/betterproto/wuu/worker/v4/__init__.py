@@ -11,6 +11,7 @@ __all__ = (
     "CallbackRequestFrame",
     "CancelParams",
     "CancelResult",
+    "CommandNetwork",
     "DirEntry",
     "DirEntryType",
     "EditFileArguments",
@@ -140,6 +141,47 @@ class ActorKind(betterproto2.Enum):
             "ACTOR_KIND_USER": 2,
             "ACTOR_KIND_PLUGIN": 3,
             "ACTOR_KIND_SYSTEM": 4,
+        }
+
+
+class CommandNetwork(betterproto2.Enum):
+    """
+    A network policy of confined commands.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    UNRESTRICTED = 1
+    """
+    `unrestricted`: The OS sandbox does not restrict the network.
+    """
+
+    NO_TCP = 2
+    """
+    `no_tcp`: A confined command can neither bind a TCP socket to a port (0 included) nor connect
+    one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets
+    where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix
+    sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only
+    where its probe lists it (sandbox_process.schema.json).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "COMMAND_NETWORK_UNSPECIFIED",
+            1: "COMMAND_NETWORK_UNRESTRICTED",
+            2: "COMMAND_NETWORK_NO_TCP",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "COMMAND_NETWORK_UNSPECIFIED": 0,
+            "COMMAND_NETWORK_UNRESTRICTED": 1,
+            "COMMAND_NETWORK_NO_TCP": 2,
         }
 
 
@@ -1496,6 +1538,13 @@ class InitializeParams(betterproto2.Message):
     (a failed provider initialization). The `wuu_home` directory is Wuu home for the sensitive-path
     rules (data/sensitive_paths.json), beside the worker's own, so Wuu's credential files in it stay
     blocked for reads and writes while its other files follow the ordinary boundary.
+    """
+
+    command_network: "CommandNetwork | None" = betterproto2.field(10, betterproto2.TYPE_ENUM, optional=True)
+    """
+    What the confined commands (`standard` and `read_only`, programs of `run_code` included) may do
+    on the network; `unconfined` commands are never restricted. A policy the worker's sandbox cannot
+    enforce makes each confined command fail with `sandbox_unavailable`, never run with less.
     """
 
 

@@ -24,53 +24,62 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$wuu/permissions/v1/permissions.proto\x12\x12wuu.permissions.v1\"\xf6\x01\n\x15\x45nginePermissionTable\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x39\n\x08standard\x18\x02 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRow\x12\x45\n\tread_only\x18\x03 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRowR\tread_only\x12;\n\nunconfined\x18\x04 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRowB\t\n\x07_schema\"\xdd\x01\n\x13\x45nginePermissionRow\x12:\n\x05\x63odex\x18\x01 \x01(\x0b\x32+.wuu.permissions.v1.CodexPermissionSettings\x12R\n\x0b\x63laude_code\x18\x02 \x01(\x0b\x32\x30.wuu.permissions.v1.ClaudeCodePermissionSettingsR\x0b\x63laude_code\x12\x36\n\x03\x61\x63p\x18\x03 \x01(\x0b\x32).wuu.permissions.v1.AcpPermissionSettings\"\xb6\x01\n\x17\x43odexPermissionSettings\x12H\n\x0csandbox_mode\x18\x01 \x01(\x0e\x32$.wuu.permissions.v1.CodexSandboxModeR\x0csandbox_mode\x12Q\n\x0f\x61pproval_policy\x18\x02 \x01(\x0e\x32\'.wuu.permissions.v1.CodexApprovalPolicyR\x0f\x61pproval_policy\"v\n\x1c\x43laudeCodePermissionSettings\x12V\n\x0fpermission_mode\x18\x01 \x01(\x0e\x32,.wuu.permissions.v1.ClaudeCodePermissionModeR\x0fpermission_mode\"j\n\x15\x41\x63pPermissionSettings\x12\x1a\n\x08mode_ids\x18\x01 \x03(\tR\x08mode_ids\x12\x35\n\x08\x66\x61llback\x18\x02 \x01(\x0e\x32#.wuu.permissions.v1.AcpModeFallback\"j\n\x12SensitivePathRules\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x34\n\x05rules\x18\x02 \x03(\x0b\x32%.wuu.permissions.v1.SensitivePathRuleB\t\n\x07_schema\"\xe5\x01\n\x11SensitivePathRule\x12\x42\n\rbasename_glob\x18\x01 \x01(\x0b\x32).wuu.permissions.v1.SensitiveBasenameRuleH\x00\x12G\n\x10path_suffix_glob\x18\x02 \x01(\x0b\x32+.wuu.permissions.v1.SensitivePathSuffixRuleH\x00\x12;\n\nunder_home\x18\x03 \x01(\x0b\x32%.wuu.permissions.v1.SensitiveHomeRuleH\x00\x42\x06\n\x04rule\"\x9c\x01\n\x15SensitiveBasenameRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x0e\n\x06\x65xempt\x18\x04 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x05 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x06 \x01(\t\"\x9e\x01\n\x17SensitivePathSuffixRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x0e\n\x06\x65xempt\x18\x04 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x05 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x06 \x01(\t\"\xcd\x01\n\x11SensitiveHomeRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x33\n\x04home\x18\x04 \x01(\x0e\x32%.wuu.permissions.v1.SensitivePathHome\x12\x0e\n\x06\x65xempt\x18\x05 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x06 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x07 \x01(\t\"\x9a\x01\n\x14SensitivePathVectors\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04home\x18\x02 \x01(\t\x12\x1a\n\x08wuu_home\x18\x03 \x01(\tR\x08wuu_home\x12\x38\n\x07vectors\x18\x04 \x03(\x0b\x32\'.wuu.permissions.v1.SensitivePathVectorB\t\n\x07_schema\"~\n\x13SensitivePathVector\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tsensitive\x18\x02 \x01(\x08\x12\"\n\x0cread_blocked\x18\x03 \x01(\x08R\x0cread_blocked\x12\r\n\x05rules\x18\x04 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t*\x8e\x01\n\x0ePermissionMode\x12\x1f\n\x1bPERMISSION_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18PERMISSION_MODE_STANDARD\x10\x01\x12\x1d\n\x19PERMISSION_MODE_READ_ONLY\x10\x02\x12\x1e\n\x1aPERMISSION_MODE_UNCONFINED\x10\x03*\x86\x01\n\x0e\x45xternalEngine\x12\x1f\n\x1b\x45XTERNAL_ENGINE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45XTERNAL_ENGINE_CODEX\x10\x01\x12\x1f\n\x1b\x45XTERNAL_ENGINE_CLAUDE_CODE\x10\x02\x12\x17\n\x13\x45XTERNAL_ENGINE_ACP\x10\x03*\xab\x01\n\x10\x43odexSandboxMode\x12\"\n\x1e\x43ODEX_SANDBOX_MODE_UNSPECIFIED\x10\x00\x12 \n\x1c\x43ODEX_SANDBOX_MODE_READ_ONLY\x10\x01\x12&\n\"CODEX_SANDBOX_MODE_WORKSPACE_WRITE\x10\x02\x12)\n%CODEX_SANDBOX_MODE_DANGER_FULL_ACCESS\x10\x03*\x83\x01\n\x13\x43odexApprovalPolicy\x12%\n!CODEX_APPROVAL_POLICY_UNSPECIFIED\x10\x00\x12$\n CODEX_APPROVAL_POLICY_ON_REQUEST\x10\x01\x12\x1f\n\x1b\x43ODEX_APPROVAL_POLICY_NEVER\x10\x02*\xc9\x01\n\x18\x43laudeCodePermissionMode\x12+\n\'CLAUDE_CODE_PERMISSION_MODE_UNSPECIFIED\x10\x00\x12\'\n#CLAUDE_CODE_PERMISSION_MODE_DONTASK\x10\x01\x12$\n CLAUDE_CODE_PERMISSION_MODE_PLAN\x10\x02\x12\x31\n-CLAUDE_CODE_PERMISSION_MODE_BYPASSPERMISSIONS\x10\x03*\xa6\x01\n\x0f\x41\x63pModeFallback\x12!\n\x1d\x41\x43P_MODE_FALLBACK_UNSPECIFIED\x10\x00\x12*\n&ACP_MODE_FALLBACK_HOST_APPROVAL_BRIDGE\x10\x01\x12\x1c\n\x18\x41\x43P_MODE_FALLBACK_REFUSE\x10\x02\x12&\n\"ACP_MODE_FALLBACK_AUTO_ACCEPT_ONCE\x10\x03*\x83\x01\n\x13SensitivePathAccess\x12%\n!SENSITIVE_PATH_ACCESS_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSENSITIVE_PATH_ACCESS_WRITE\x10\x01\x12$\n SENSITIVE_PATH_ACCESS_READ_WRITE\x10\x02*s\n\x11SensitivePathHome\x12#\n\x1fSENSITIVE_PATH_HOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18SENSITIVE_PATH_HOME_USER\x10\x01\x12\x1b\n\x17SENSITIVE_PATH_HOME_WUU\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$wuu/permissions/v1/permissions.proto\x12\x12wuu.permissions.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xf6\x01\n\x15\x45nginePermissionTable\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x39\n\x08standard\x18\x02 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRow\x12\x45\n\tread_only\x18\x03 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRowR\tread_only\x12;\n\nunconfined\x18\x04 \x01(\x0b\x32\'.wuu.permissions.v1.EnginePermissionRowB\t\n\x07_schema\"\xdd\x01\n\x13\x45nginePermissionRow\x12:\n\x05\x63odex\x18\x01 \x01(\x0b\x32+.wuu.permissions.v1.CodexPermissionSettings\x12R\n\x0b\x63laude_code\x18\x02 \x01(\x0b\x32\x30.wuu.permissions.v1.ClaudeCodePermissionSettingsR\x0b\x63laude_code\x12\x36\n\x03\x61\x63p\x18\x03 \x01(\x0b\x32).wuu.permissions.v1.AcpPermissionSettings\"\xb6\x01\n\x17\x43odexPermissionSettings\x12H\n\x0csandbox_mode\x18\x01 \x01(\x0e\x32$.wuu.permissions.v1.CodexSandboxModeR\x0csandbox_mode\x12Q\n\x0f\x61pproval_policy\x18\x02 \x01(\x0e\x32\'.wuu.permissions.v1.CodexApprovalPolicyR\x0f\x61pproval_policy\"v\n\x1c\x43laudeCodePermissionSettings\x12V\n\x0fpermission_mode\x18\x01 \x01(\x0e\x32,.wuu.permissions.v1.ClaudeCodePermissionModeR\x0fpermission_mode\"j\n\x15\x41\x63pPermissionSettings\x12\x1a\n\x08mode_ids\x18\x01 \x03(\tR\x08mode_ids\x12\x35\n\x08\x66\x61llback\x18\x02 \x01(\x0e\x32#.wuu.permissions.v1.AcpModeFallback\"j\n\x12SensitivePathRules\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x34\n\x05rules\x18\x02 \x03(\x0b\x32%.wuu.permissions.v1.SensitivePathRuleB\t\n\x07_schema\"\xe5\x01\n\x11SensitivePathRule\x12\x42\n\rbasename_glob\x18\x01 \x01(\x0b\x32).wuu.permissions.v1.SensitiveBasenameRuleH\x00\x12G\n\x10path_suffix_glob\x18\x02 \x01(\x0b\x32+.wuu.permissions.v1.SensitivePathSuffixRuleH\x00\x12;\n\nunder_home\x18\x03 \x01(\x0b\x32%.wuu.permissions.v1.SensitiveHomeRuleH\x00\x42\x06\n\x04rule\"\x9c\x01\n\x15SensitiveBasenameRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x0e\n\x06\x65xempt\x18\x04 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x05 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x06 \x01(\t\"\x9e\x01\n\x17SensitivePathSuffixRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x0e\n\x06\x65xempt\x18\x04 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x05 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x06 \x01(\t\"\xcd\x01\n\x11SensitiveHomeRule\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x10\n\x08patterns\x18\x03 \x03(\t\x12\x33\n\x04home\x18\x04 \x01(\x0e\x32%.wuu.permissions.v1.SensitivePathHome\x12\x0e\n\x06\x65xempt\x18\x05 \x03(\t\x12\x37\n\x06\x61\x63\x63\x65ss\x18\x06 \x01(\x0e\x32\'.wuu.permissions.v1.SensitivePathAccess\x12\x0e\n\x06reason\x18\x07 \x01(\t\"\x9a\x01\n\x14SensitivePathVectors\x12\x13\n\x06schema\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04home\x18\x02 \x01(\t\x12\x1a\n\x08wuu_home\x18\x03 \x01(\tR\x08wuu_home\x12\x38\n\x07vectors\x18\x04 \x03(\x0b\x32\'.wuu.permissions.v1.SensitivePathVectorB\t\n\x07_schema\"~\n\x13SensitivePathVector\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x11\n\tsensitive\x18\x02 \x01(\x08\x12\"\n\x0cread_blocked\x18\x03 \x01(\x08R\x0cread_blocked\x12\r\n\x05rules\x18\x04 \x03(\t\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\"\xf5\x01\n\x07\x45xecRun\x12L\n\x0fpermission_mode\x18\x01 \x01(\x0e\x32\".wuu.permissions.v1.PermissionModeR\x0fpermission_mode\x12\x0c\n\x04root\x18\x02 \x01(\t\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32!.wuu.permissions.v1.ExecRunStatus\x12\x0c\n\x04text\x18\x04 \x01(\t\x12+\n\x05\x63\x61lls\x18\x05 \x03(\x0b\x32\x1c.wuu.permissions.v1.ExecCall\x12\x14\n\x07\x66\x61ilure\x18\x06 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_failure\"\xe6\x01\n\x08\x45xecCall\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x34\n\x07outcome\x18\x03 \x01(\x0e\x32#.wuu.permissions.v1.ExecCallOutcome\x12\x13\n\x06output\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x1f\n\x08is_error\x18\x05 \x01(\x08H\x01R\x08is_error\x88\x01\x01\x12\x12\n\x05\x65rror\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\t\n\x07_outputB\x0b\n\t_is_errorB\x08\n\x06_error*\x8e\x01\n\x0ePermissionMode\x12\x1f\n\x1bPERMISSION_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18PERMISSION_MODE_STANDARD\x10\x01\x12\x1d\n\x19PERMISSION_MODE_READ_ONLY\x10\x02\x12\x1e\n\x1aPERMISSION_MODE_UNCONFINED\x10\x03*\x86\x01\n\x0e\x45xternalEngine\x12\x1f\n\x1b\x45XTERNAL_ENGINE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45XTERNAL_ENGINE_CODEX\x10\x01\x12\x1f\n\x1b\x45XTERNAL_ENGINE_CLAUDE_CODE\x10\x02\x12\x17\n\x13\x45XTERNAL_ENGINE_ACP\x10\x03*\xab\x01\n\x10\x43odexSandboxMode\x12\"\n\x1e\x43ODEX_SANDBOX_MODE_UNSPECIFIED\x10\x00\x12 \n\x1c\x43ODEX_SANDBOX_MODE_READ_ONLY\x10\x01\x12&\n\"CODEX_SANDBOX_MODE_WORKSPACE_WRITE\x10\x02\x12)\n%CODEX_SANDBOX_MODE_DANGER_FULL_ACCESS\x10\x03*\x83\x01\n\x13\x43odexApprovalPolicy\x12%\n!CODEX_APPROVAL_POLICY_UNSPECIFIED\x10\x00\x12$\n CODEX_APPROVAL_POLICY_ON_REQUEST\x10\x01\x12\x1f\n\x1b\x43ODEX_APPROVAL_POLICY_NEVER\x10\x02*\xc9\x01\n\x18\x43laudeCodePermissionMode\x12+\n\'CLAUDE_CODE_PERMISSION_MODE_UNSPECIFIED\x10\x00\x12\'\n#CLAUDE_CODE_PERMISSION_MODE_DONTASK\x10\x01\x12$\n CLAUDE_CODE_PERMISSION_MODE_PLAN\x10\x02\x12\x31\n-CLAUDE_CODE_PERMISSION_MODE_BYPASSPERMISSIONS\x10\x03*\xa6\x01\n\x0f\x41\x63pModeFallback\x12!\n\x1d\x41\x43P_MODE_FALLBACK_UNSPECIFIED\x10\x00\x12*\n&ACP_MODE_FALLBACK_HOST_APPROVAL_BRIDGE\x10\x01\x12\x1c\n\x18\x41\x43P_MODE_FALLBACK_REFUSE\x10\x02\x12&\n\"ACP_MODE_FALLBACK_AUTO_ACCEPT_ONCE\x10\x03*\x83\x01\n\x13SensitivePathAccess\x12%\n!SENSITIVE_PATH_ACCESS_UNSPECIFIED\x10\x00\x12\x1f\n\x1bSENSITIVE_PATH_ACCESS_WRITE\x10\x01\x12$\n SENSITIVE_PATH_ACCESS_READ_WRITE\x10\x02*s\n\x11SensitivePathHome\x12#\n\x1fSENSITIVE_PATH_HOME_UNSPECIFIED\x10\x00\x12\x1c\n\x18SENSITIVE_PATH_HOME_USER\x10\x01\x12\x1b\n\x17SENSITIVE_PATH_HOME_WUU\x10\x02*k\n\rExecRunStatus\x12\x1f\n\x1b\x45XEC_RUN_STATUS_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x45XEC_RUN_STATUS_COMPLETED\x10\x01\x12\x1a\n\x16\x45XEC_RUN_STATUS_FAILED\x10\x02*\x8b\x01\n\x0f\x45xecCallOutcome\x12!\n\x1d\x45XEC_CALL_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15\x45XEC_CALL_OUTCOME_RAN\x10\x01\x12\x1d\n\x19\x45XEC_CALL_OUTCOME_REFUSED\x10\x02\x12\x1b\n\x17\x45XEC_CALL_OUTCOME_ERROR\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'wuu.permissions.v1.permissions_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PERMISSIONMODE']._serialized_start=2100
-  _globals['_PERMISSIONMODE']._serialized_end=2242
-  _globals['_EXTERNALENGINE']._serialized_start=2245
-  _globals['_EXTERNALENGINE']._serialized_end=2379
-  _globals['_CODEXSANDBOXMODE']._serialized_start=2382
-  _globals['_CODEXSANDBOXMODE']._serialized_end=2553
-  _globals['_CODEXAPPROVALPOLICY']._serialized_start=2556
-  _globals['_CODEXAPPROVALPOLICY']._serialized_end=2687
-  _globals['_CLAUDECODEPERMISSIONMODE']._serialized_start=2690
-  _globals['_CLAUDECODEPERMISSIONMODE']._serialized_end=2891
-  _globals['_ACPMODEFALLBACK']._serialized_start=2894
-  _globals['_ACPMODEFALLBACK']._serialized_end=3060
-  _globals['_SENSITIVEPATHACCESS']._serialized_start=3063
-  _globals['_SENSITIVEPATHACCESS']._serialized_end=3194
-  _globals['_SENSITIVEPATHHOME']._serialized_start=3196
-  _globals['_SENSITIVEPATHHOME']._serialized_end=3311
-  _globals['_ENGINEPERMISSIONTABLE']._serialized_start=61
-  _globals['_ENGINEPERMISSIONTABLE']._serialized_end=307
-  _globals['_ENGINEPERMISSIONROW']._serialized_start=310
-  _globals['_ENGINEPERMISSIONROW']._serialized_end=531
-  _globals['_CODEXPERMISSIONSETTINGS']._serialized_start=534
-  _globals['_CODEXPERMISSIONSETTINGS']._serialized_end=716
-  _globals['_CLAUDECODEPERMISSIONSETTINGS']._serialized_start=718
-  _globals['_CLAUDECODEPERMISSIONSETTINGS']._serialized_end=836
-  _globals['_ACPPERMISSIONSETTINGS']._serialized_start=838
-  _globals['_ACPPERMISSIONSETTINGS']._serialized_end=944
-  _globals['_SENSITIVEPATHRULES']._serialized_start=946
-  _globals['_SENSITIVEPATHRULES']._serialized_end=1052
-  _globals['_SENSITIVEPATHRULE']._serialized_start=1055
-  _globals['_SENSITIVEPATHRULE']._serialized_end=1284
-  _globals['_SENSITIVEBASENAMERULE']._serialized_start=1287
-  _globals['_SENSITIVEBASENAMERULE']._serialized_end=1443
-  _globals['_SENSITIVEPATHSUFFIXRULE']._serialized_start=1446
-  _globals['_SENSITIVEPATHSUFFIXRULE']._serialized_end=1604
-  _globals['_SENSITIVEHOMERULE']._serialized_start=1607
-  _globals['_SENSITIVEHOMERULE']._serialized_end=1812
-  _globals['_SENSITIVEPATHVECTORS']._serialized_start=1815
-  _globals['_SENSITIVEPATHVECTORS']._serialized_end=1969
-  _globals['_SENSITIVEPATHVECTOR']._serialized_start=1971
-  _globals['_SENSITIVEPATHVECTOR']._serialized_end=2097
+  _globals['_PERMISSIONMODE']._serialized_start=2611
+  _globals['_PERMISSIONMODE']._serialized_end=2753
+  _globals['_EXTERNALENGINE']._serialized_start=2756
+  _globals['_EXTERNALENGINE']._serialized_end=2890
+  _globals['_CODEXSANDBOXMODE']._serialized_start=2893
+  _globals['_CODEXSANDBOXMODE']._serialized_end=3064
+  _globals['_CODEXAPPROVALPOLICY']._serialized_start=3067
+  _globals['_CODEXAPPROVALPOLICY']._serialized_end=3198
+  _globals['_CLAUDECODEPERMISSIONMODE']._serialized_start=3201
+  _globals['_CLAUDECODEPERMISSIONMODE']._serialized_end=3402
+  _globals['_ACPMODEFALLBACK']._serialized_start=3405
+  _globals['_ACPMODEFALLBACK']._serialized_end=3571
+  _globals['_SENSITIVEPATHACCESS']._serialized_start=3574
+  _globals['_SENSITIVEPATHACCESS']._serialized_end=3705
+  _globals['_SENSITIVEPATHHOME']._serialized_start=3707
+  _globals['_SENSITIVEPATHHOME']._serialized_end=3822
+  _globals['_EXECRUNSTATUS']._serialized_start=3824
+  _globals['_EXECRUNSTATUS']._serialized_end=3931
+  _globals['_EXECCALLOUTCOME']._serialized_start=3934
+  _globals['_EXECCALLOUTCOME']._serialized_end=4073
+  _globals['_ENGINEPERMISSIONTABLE']._serialized_start=91
+  _globals['_ENGINEPERMISSIONTABLE']._serialized_end=337
+  _globals['_ENGINEPERMISSIONROW']._serialized_start=340
+  _globals['_ENGINEPERMISSIONROW']._serialized_end=561
+  _globals['_CODEXPERMISSIONSETTINGS']._serialized_start=564
+  _globals['_CODEXPERMISSIONSETTINGS']._serialized_end=746
+  _globals['_CLAUDECODEPERMISSIONSETTINGS']._serialized_start=748
+  _globals['_CLAUDECODEPERMISSIONSETTINGS']._serialized_end=866
+  _globals['_ACPPERMISSIONSETTINGS']._serialized_start=868
+  _globals['_ACPPERMISSIONSETTINGS']._serialized_end=974
+  _globals['_SENSITIVEPATHRULES']._serialized_start=976
+  _globals['_SENSITIVEPATHRULES']._serialized_end=1082
+  _globals['_SENSITIVEPATHRULE']._serialized_start=1085
+  _globals['_SENSITIVEPATHRULE']._serialized_end=1314
+  _globals['_SENSITIVEBASENAMERULE']._serialized_start=1317
+  _globals['_SENSITIVEBASENAMERULE']._serialized_end=1473
+  _globals['_SENSITIVEPATHSUFFIXRULE']._serialized_start=1476
+  _globals['_SENSITIVEPATHSUFFIXRULE']._serialized_end=1634
+  _globals['_SENSITIVEHOMERULE']._serialized_start=1637
+  _globals['_SENSITIVEHOMERULE']._serialized_end=1842
+  _globals['_SENSITIVEPATHVECTORS']._serialized_start=1845
+  _globals['_SENSITIVEPATHVECTORS']._serialized_end=1999
+  _globals['_SENSITIVEPATHVECTOR']._serialized_start=2001
+  _globals['_SENSITIVEPATHVECTOR']._serialized_end=2127
+  _globals['_EXECRUN']._serialized_start=2130
+  _globals['_EXECRUN']._serialized_end=2375
+  _globals['_EXECCALL']._serialized_start=2378
+  _globals['_EXECCALL']._serialized_end=2608
 # @@protoc_insertion_point(module_scope)

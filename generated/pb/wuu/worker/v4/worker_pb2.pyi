@@ -35,6 +35,12 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_PARENT_NOT_LIVE: _ClassVar[ErrorCode]
     ERROR_CODE_INTERNAL: _ClassVar[ErrorCode]
 
+class CommandNetwork(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMAND_NETWORK_UNSPECIFIED: _ClassVar[CommandNetwork]
+    COMMAND_NETWORK_UNRESTRICTED: _ClassVar[CommandNetwork]
+    COMMAND_NETWORK_NO_TCP: _ClassVar[CommandNetwork]
+
 class FileRootKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FILE_ROOT_KIND_UNSPECIFIED: _ClassVar[FileRootKind]
@@ -119,6 +125,9 @@ ERROR_CODE_SANDBOX_UNAVAILABLE: ErrorCode
 ERROR_CODE_ARTIFACT_TOO_LARGE: ErrorCode
 ERROR_CODE_PARENT_NOT_LIVE: ErrorCode
 ERROR_CODE_INTERNAL: ErrorCode
+COMMAND_NETWORK_UNSPECIFIED: CommandNetwork
+COMMAND_NETWORK_UNRESTRICTED: CommandNetwork
+COMMAND_NETWORK_NO_TCP: CommandNetwork
 FILE_ROOT_KIND_UNSPECIFIED: FileRootKind
 FILE_ROOT_KIND_SCOPED_HOME: FileRootKind
 FILE_ROOT_KIND_WUU_HOME: FileRootKind
@@ -231,7 +240,7 @@ class Frame(_message.Message):
     def __init__(self, request_frame: _Optional[_Union[RequestFrame, _Mapping]] = ..., reply_data_frame: _Optional[_Union[ReplyDataFrame, _Mapping]] = ..., reply_error_frame: _Optional[_Union[ReplyErrorFrame, _Mapping]] = ..., notification_frame: _Optional[_Union[NotificationFrame, _Mapping]] = ..., callback_request_frame: _Optional[_Union[CallbackRequestFrame, _Mapping]] = ...) -> None: ...
 
 class InitializeParams(_message.Message):
-    __slots__ = ("version", "root", "session", "identity", "environment", "require_existing_workspace", "remove_workspace_on_exit", "capabilities", "file_roots")
+    __slots__ = ("version", "root", "session", "identity", "environment", "require_existing_workspace", "remove_workspace_on_exit", "capabilities", "file_roots", "command_network")
     class IdentityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -255,6 +264,7 @@ class InitializeParams(_message.Message):
     REMOVE_WORKSPACE_ON_EXIT_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     FILE_ROOTS_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_NETWORK_FIELD_NUMBER: _ClassVar[int]
     version: int
     root: str
     session: str
@@ -264,7 +274,8 @@ class InitializeParams(_message.Message):
     remove_workspace_on_exit: bool
     capabilities: _containers.RepeatedScalarFieldContainer[str]
     file_roots: _containers.RepeatedCompositeFieldContainer[FileRoot]
-    def __init__(self, version: _Optional[int] = ..., root: _Optional[str] = ..., session: _Optional[str] = ..., identity: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., require_existing_workspace: _Optional[bool] = ..., remove_workspace_on_exit: _Optional[bool] = ..., capabilities: _Optional[_Iterable[str]] = ..., file_roots: _Optional[_Iterable[_Union[FileRoot, _Mapping]]] = ...) -> None: ...
+    command_network: CommandNetwork
+    def __init__(self, version: _Optional[int] = ..., root: _Optional[str] = ..., session: _Optional[str] = ..., identity: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., require_existing_workspace: _Optional[bool] = ..., remove_workspace_on_exit: _Optional[bool] = ..., capabilities: _Optional[_Iterable[str]] = ..., file_roots: _Optional[_Iterable[_Union[FileRoot, _Mapping]]] = ..., command_network: _Optional[_Union[CommandNetwork, str]] = ...) -> None: ...
 
 class FileRoot(_message.Message):
     __slots__ = ("path", "kind")
