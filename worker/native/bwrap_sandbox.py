@@ -89,7 +89,8 @@ def probe() -> int:
 
 
 def run(mode: str, writable: Sequence[str], status_fd: int, command: Sequence[str]) -> int:
-    """Run `command` confined; its exit status (128 + N for a signal N), or 1 when it never ran."""
+    """Run `command` confined: its exit status, or this process ends by the signal that ended it; 1 when it
+    never ran (the status descriptor then holds why)."""
     status = os.fdopen(status_fd, "wb", buffering=0)
     bwrap = shutil.which("bwrap")
     if bwrap is None:
