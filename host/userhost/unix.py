@@ -1,10 +1,10 @@
 """The user-host RPC on a Unix socket: NDJSON clients, each a transport of its own (at most 16 at once).
 
 The socket is created with mode 0600 in a private directory (owned by this user, closed to everyone else;
-created 0700 when missing). A host that answers on the path already makes the start fail; a socket left
-by a host that is gone is replaced. Closing the server removes the socket file. A connection is pending
-(`listener.Pending`) until its client completes `initialize`, which it must do within the initialize
-deadline.
+created 0700 when missing); it appears at its path only once it accepts connections. A host that answers on
+the path already makes the start fail; a socket left by a host that is gone is replaced. Closing the server
+removes the socket file. A connection is pending (`listener.Pending`) until its client completes
+`initialize`, which it must do within the initialize deadline.
 """
 
 from __future__ import annotations
@@ -66,14 +66,25 @@ class UnixServer(Listener):
 
     async def _listen(self) -> None:
         await prepare_socket_path(self.path)
+        # Bound and listening under a staging name first, then linked into place: a socket at the path is
+        # always one that accepts, 0600 from the start (a client polling for the path connects at once, and a
+        # host starting meanwhile never takes it for a stale one).
+        staging = _staging(self.path)
+        staging.unlink(missing_ok=True)
         listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            listening.bind(str(self.path))
-            os.chmod(self.path, 0o600)
+            listening.bind(str(staging))
+            os.chmod(staging, 0o600)
             listening.listen(socket.SOMAXCONN)
+            try:
+                os.link(staging, self.path)
+            except FileExistsError:
+                raise SocketInUse(f"{self.path}: another host took the path meanwhile") from None
         except BaseException:
             listening.close()
             raise
+        finally:
+            staging.unlink(missing_ok=True)
         self._accepting = AcceptLoop(listening, self._serve, self._pending, "unix")
         log.info("listening", extra={"transport": "unix", "path": str(self.path)})
 
@@ -128,10 +139,18 @@ class UnixServer(Listener):
 async def prepare_socket_path(path: Path) -> None:
     """Make `path` ready for a new socket: its directory private, nothing there but a stale socket (removed);
     SocketInUse otherwise."""
-    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
-        raise SocketInUse(f"{path}: longer than {MAX_SOCKET_PATH} bytes, the limit of a Unix socket path")
+    for bound in (path, _staging(path)):
+        if len(os.fsencode(bound)) > MAX_SOCKET_PATH:
+            raise SocketInUse(
+                f"{bound}: longer than {MAX_SOCKET_PATH} bytes, the limit of a Unix socket path"
+            )
     _private_directory(path.parent)
     await _clear_stale(path)
+
+
+def _staging(path: Path) -> Path:
+    """Where the socket is bound before it is linked into place: beside it, a short name of this process."""
+    return path.with_name(f".w{os.getpid():x}")
 
 
 def _private_directory(directory: Path) -> None:

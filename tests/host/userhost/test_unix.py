@@ -10,6 +10,7 @@ import os
 import socket
 import stat
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -41,6 +42,29 @@ async def test_the_socket_is_mode_0600_and_removed_on_close(host: UserHost, run_
     await asyncio.wait_for(client.close(), DEADLINE)
     assert client.lost is not None
     assert host.clients == 0
+
+
+async def test_the_path_appears_only_when_the_socket_accepts(host: UserHost, run_dir: Path) -> None:
+    """Bound and listening under a staging name, then linked into place: nothing else is left in the
+    directory, and the socket at the path accepts (no window in which it exists but refuses)."""
+    path = run_dir / "userhost.sock"
+    bound: list[list[str]] = []
+    real_listen = socket.socket.listen
+
+    def listen(self: socket.socket, backlog: int = socket.SOMAXCONN) -> None:
+        bound.append(sorted(os.listdir(run_dir)))  # what a client polling the directory sees before listen
+        real_listen(self, backlog)
+
+    with mock.patch.object(socket.socket, "listen", listen):
+        server = await UnixServer.start(host, path)
+    try:
+        assert bound == [[f".w{os.getpid():x}"]], "before listen, only the staging name exists"
+        assert sorted(os.listdir(run_dir)) == ["userhost.sock"]
+        client = await UserHostClient.connect_unix(path)
+        await client.initialize()
+        await client.close()
+    finally:
+        await server.close()
 
 
 @pytest.mark.parametrize("mode", [0o755, 0o750, 0o711, 0o701, 0o707, 0o770])
