@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import ssl
 import sys
@@ -44,7 +43,7 @@ from .compositions import (
     SelectedComposition,
     select_profile,
 )
-from .configuration import Configuration, ConfigurationError, load_configuration
+from .configuration import Configuration, ConfigurationError, home_of, load_configuration
 from .errors import UserHostStartError
 from .idle import DEFAULT_IDLE_SECONDS
 from .personal import (
@@ -323,12 +322,10 @@ def _token_commands(commands: Any) -> None:
 
 
 def _home(given: str | None) -> Path:
-    text = given or os.environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
-    home = Path(text)
-    if not home.is_absolute():
-        where = "--home" if given else "WUU_HOME"
-        raise UsageError(f"{where}: {text!r} is not an absolute path")
-    return home
+    try:
+        return home_of(given)
+    except ConfigurationError as error:
+        raise UsageError(str(error)) from None
 
 
 def _seconds(text: str) -> float:

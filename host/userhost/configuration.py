@@ -8,6 +8,7 @@ exists, else nothing. No other file is read: not one of the working directory, n
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,15 @@ class Configuration:
     def field_label(self, dotted: str) -> str:
         """How a message names one field of this configuration."""
         return f"{self.label}: {dotted}"
+
+
+def home_of(given: str | None) -> Path:
+    """The home of a host's data: `--home` (`given`), else `$WUU_HOME`, else `~/.wuu`; ConfigurationError naming
+    the flag or the variable when it is not absolute."""
+    text = given or os.environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
+    if not Path(text).is_absolute():
+        raise ConfigurationError(f"{'--home' if given else 'WUU_HOME'}: {text!r} is not an absolute path")
+    return Path(text)
 
 
 def load_configuration(given: str | None, home: Path) -> Configuration:

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import functools
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,7 @@ from wuu.generated.validators import bundle
 from wuu.worker.client import ConnectionLost, WorkerClient
 from wuu.worker.errors import split_error
 
-from .configuration import ConfigurationError, load_configuration
+from .configuration import ConfigurationError, home_of, load_configuration
 from .personal.model import (
     ChatMessage,
     ModelAdapter,
@@ -107,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
     """Run `wuu exec` with parsed `args`; its exit status."""
     try:
         root = _project(args.cd)
-        model = _model(args.config, _home(args.home))
+        model = _model(args.config, args.home)
     except UsageError as error:
         print(f"wuu exec: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -212,16 +211,9 @@ def _project(given: str | None) -> Path:
     return root
 
 
-def _home(given: str | None) -> Path:
-    text = given or os.environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
-    if not Path(text).is_absolute():
-        raise UsageError(f"{'--home' if given else 'WUU_HOME'}: {text!r} is not an absolute path")
-    return Path(text)
-
-
-def _model(config: str | None, home: Path) -> ModelAdapter:
+def _model(config: str | None, given_home: str | None) -> ModelAdapter:
     try:
-        configured = load_configuration(config, home).content.model
+        configured = load_configuration(config, home_of(given_home)).content.model
         return ModelConfig.parse(configured.to_wire() if configured is not None else {}).adapter()
     except (ConfigurationError, ModelConfigError) as error:
         raise UsageError(str(error)) from None

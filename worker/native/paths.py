@@ -144,9 +144,8 @@ def resolve_tool_path(
     `root`: inside the first of `root` and `file_roots`, in that order, in which it lands. Whichever root it
     resolves in is the boundary it is then opened under.
     """
-    location, real_root = _resolve_in_scope(
-        (root, *file_roots) if os.path.isabs(path) else (root,), path, confined
-    )
+    scope = (root, *file_roots) if confined and os.path.isabs(path) else (root,)
+    location, real_root = _resolve_in_scope(scope, path, confined)
     if confined and write:
         try:
             info = os.lstat(location)
@@ -193,7 +192,7 @@ def _resolve_in_scope(roots: Sequence[Path], path: str, confined: bool) -> tuple
         try:
             return _resolve(root, path, confined)
         except WorkerError as error:
-            if error.code is not ErrorCode.PATH_OUTSIDE_ROOT or not confined:
+            if error.code is not ErrorCode.PATH_OUTSIDE_ROOT:
                 raise
             refusal = refusal or error
     assert refusal is not None

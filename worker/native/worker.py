@@ -93,6 +93,8 @@ class NativeWorker:
         self._binding: InitializeParams | None = None
         self._root = Path("/")
         self._file_roots: tuple[FileRoot, ...] = ()
+        self._scope: tuple[Path, ...] = ()
+        """The file roots' paths, where an absolute tool path may resolve beside the root."""
         self._private: Path | None = None
         self._processes: ProcessRegistry | None = None
         self._exports: Exports | None = None
@@ -147,6 +149,7 @@ class NativeWorker:
         self._binding = params
         self._root = root
         self._file_roots = file_roots
+        self._scope = tuple(Path(each.path) for each in file_roots)
         if wuu_homes:
             self._sensitive = self._sensitive.with_wuu_home(Path(file_roots[wuu_homes[0]].path))
         self._private = Path(tempfile.mkdtemp(prefix="wuu-worker-"))
@@ -246,13 +249,7 @@ class NativeWorker:
     def _path(self, path: str, mode: PermissionMode, *, write: bool) -> Resolved:
         """Resolve a tool path under the mode's boundary and the sensitive-path guard."""
         confined = mode is not PermissionMode.UNCONFINED
-        resolved = resolve_tool_path(
-            self._root,
-            path,
-            confined=confined,
-            write=write,
-            file_roots=[Path(each.path) for each in self._file_roots],
-        )
+        resolved = resolve_tool_path(self._root, path, confined=confined, write=write, file_roots=self._scope)
         requested = Path(os.path.normpath(Path(path) if os.path.isabs(path) else self._root / path))
         # Both the name asked and the path acted on: `notes -> .env` (dangling or not) writes `.env`.
         self._sensitive.check(requested, write=write, acts_on=resolved.path)

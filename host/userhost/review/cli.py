@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 from wuu.generated import validators
 
+from ..configuration import ConfigurationError, home_of
 from ..storage.review_ledger.errors import ReviewLedgerError
 from .migration import migrate
 from .selection import select
@@ -69,14 +68,6 @@ def add_parser(areas: Any) -> None:
     )
 
 
-def _home(given: str | None) -> Path:
-    text = given or os.environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
-    home = Path(text)
-    if not home.is_absolute():
-        raise ReviewLedgerError(f"{'--home' if given else 'WUU_HOME'}: {text!r} is not an absolute path")
-    return home
-
-
 def run(args: argparse.Namespace) -> str:
     """Check the flags, run the migration, and give its JSON result."""
     if not _pattern("user_space_id").fullmatch(args.user_space):
@@ -98,7 +89,7 @@ def run(args: argparse.Namespace) -> str:
         raise ReviewLedgerError(
             f"--expect-source-digest: {expected!r} is not a lowercase hexadecimal SHA-256"
         )
-    selection = select(_home(args.home), args.user_space, args.composition_profile, args.config)
+    selection = select(home_of(args.home), args.user_space, args.composition_profile, args.config)
     return json.dumps(migrate(selection, expected).to_wire(), indent=2)
 
 
@@ -106,7 +97,7 @@ def main(args: argparse.Namespace) -> int:
     """Run `wuu state` with parsed `args`; its exit status."""
     try:
         print(run(args))
-    except (ReviewLedgerError, OSError) as error:
+    except (ReviewLedgerError, ConfigurationError, OSError) as error:
         print(f"wuu: {error}", file=sys.stderr)
         return 2
     return 0

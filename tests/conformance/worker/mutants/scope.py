@@ -4,7 +4,6 @@ Wuu home left out of the credential guard, a second Wuu home accepted, a missing
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 from wuu.generated.models import FileRootKind, InitializeParams
@@ -13,16 +12,6 @@ from wuu.worker.native.worker import NativeWorker
 
 from . import mutant
 from .harness import rewrite_initialize
-
-
-def _after_initialize(backend: ExecutionBackendV4, then: Callable[[], None]) -> ExecutionBackendV4:
-    """The backend whose initialize runs `then()` once the worker's own has."""
-
-    async def initialize(params: InitializeParams, context: RequestContext) -> None:
-        await backend.initialize(params, context)
-        then()
-
-    return dataclasses.replace(backend, initialize=initialize)
 
 
 @mutant(
@@ -59,10 +48,11 @@ def binding_wuu_home_not_guarded(worker: NativeWorker, backend: ExecutionBackend
     """The sensitive-path guard keeps the worker's own Wuu home only."""
     own = worker._sensitive
 
-    def forget() -> None:
+    async def initialize(params: InitializeParams, context: RequestContext) -> None:
+        await backend.initialize(params, context)
         worker._sensitive = own
 
-    return _after_initialize(backend, forget)
+    return dataclasses.replace(backend, initialize=initialize)
 
 
 def _first_wuu_home(params: InitializeParams) -> dict[str, object]:
