@@ -8,7 +8,11 @@ TYPECHECK := .typecheck
 # The runtime packages that exist so far (each folder is the package wuu.<folder>).
 PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pkg)/__init__.py),$(pkg)))
 
-.PHONY: all venv bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal clean
+ENGINES := .cache/engines
+# The external engines' CLIs the engine-adapter tests run, pinned (their npm packages ship native binaries).
+ENGINE_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332
+
+.PHONY: all venv engines bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal clean
 
 all: test
 
@@ -19,6 +23,10 @@ $(READY): pyproject.toml setup.py
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
+
+## engines: install the Codex and Claude Code CLIs under .cache/engines (npm), for the engine-adapter tests
+engines:
+	npm install --prefix $(ENGINES) --no-audit --no-fund --no-save --loglevel=error $(ENGINE_PACKAGES)
 
 ## bytecode: compile the checkout's modules once. Where PYTHONDONTWRITEBYTECODE is set (as on CI) every
 ## spawned worker and host would otherwise compile them from source again (a third of a host's start-up).

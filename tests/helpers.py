@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from wuu.conformance.runner import Status, run_all
 from wuu.conformance.worker.suite import WORKER
 from wuu.generated import validators
@@ -351,3 +353,19 @@ async def passes_every_case(
     ]
     assert not skipped, f"cases that must run were skipped {what}:\n" + "\n".join(skipped)
     return elapsed
+
+
+ENGINES = ROOT / ".cache" / "engines" / "node_modules" / ".bin"
+"""Where `make engines` installs the external engines' CLIs (Codex, Claude Code) from their npm packages."""
+
+
+def engine_cli(name: str) -> Path:
+    """The installed CLI `name` (`codex`, `claude`), or a skip saying how to install it; with
+    WUU_REQUIRE_ENGINES=1 (CI) a failure instead."""
+    path = ENGINES / name
+    if path.exists():
+        return path
+    problem = f"{path} is missing: `make engines` installs it"
+    if os.environ.get("WUU_REQUIRE_ENGINES") == "1":
+        pytest.fail(f"WUU_REQUIRE_ENGINES=1, but {problem}")
+    pytest.skip(problem)
