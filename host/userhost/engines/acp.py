@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 from acp.schema import (
@@ -40,7 +40,15 @@ from acp.schema import (
 
 from wuu.generated.models import AcpModeFallback, ExternalEngine, PermissionMode
 
-from .table import ApprovalBridge, EngineApproval, EngineFailed, EngineRefused, EngineTurn, ask_bridge, settings_for
+from .table import (
+    ApprovalBridge,
+    EngineApproval,
+    EngineFailed,
+    EngineRefused,
+    EngineTurn,
+    ask_bridge,
+    settings_for,
+)
 
 CLIENT_INFO = Implementation(name="wuu", title="Wuu", version="0.1.0")
 STDERR_TAIL = 2000
@@ -64,12 +72,16 @@ class _Client:
         else:
             request = {"sessionId": session_id, "toolCall": tool_call.model_dump(mode="json", by_alias=True)}
             title = tool_call.title or f"tool call {tool_call.tool_call_id}"
-            allowed = await ask_bridge(self.bridge, EngineApproval(ExternalEngine.ACP, self.mode, title, request))
+            allowed = await ask_bridge(
+                self.bridge, EngineApproval(ExternalEngine.ACP, self.mode, title, request)
+            )
         chosen = next((o for o in options if o.kind == ("allow_once" if allowed else "reject_once")), None)
         if chosen is None:
             # No option says exactly this: cancelling the request is the answer that grants nothing.
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen.option_id)
+        )
 
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
         if isinstance(update, AgentMessageChunk) and isinstance(update.content, TextContentBlock):
@@ -134,7 +146,9 @@ class AcpEngine:
         self.env = dict(os.environ if env is None else env)
 
     @asynccontextmanager
-    async def open(self, mode: PermissionMode, cwd: Path, bridge: ApprovalBridge) -> AsyncIterator[AcpSession]:
+    async def open(
+        self, mode: PermissionMode, cwd: Path, bridge: ApprovalBridge
+    ) -> AsyncIterator[AcpSession]:
         """Start the agent, open a session in `cwd` and apply `mode`: the session, until the block ends and
         the agent is stopped. EngineRefused when the mode cannot be applied; EngineFailed when the agent
         breaks the protocol or exits."""
@@ -142,7 +156,8 @@ class AcpEngine:
         with tempfile.TemporaryFile() as stderr:
             try:
                 async with acp.spawn_agent_process(
-                    client,
+                    # The SDK answers `method_not_found` for the client methods this one leaves out.
+                    cast(acp.Client, client),
                     self.command[0],
                     *self.command[1:],
                     env=self.env,
@@ -176,9 +191,13 @@ async def _start(connection: Any, client: _Client, mode: PermissionMode, cwd: Pa
         client.fallback = settings.fallback
         return AcpSession(connection, client, session.session_id, None)
     assert option is not None
-    reply = await connection.set_config_option(config_id=option.id, session_id=session.session_id, value=mode_id)
+    reply = await connection.set_config_option(
+        config_id=option.id, session_id=session.session_id, value=mode_id
+    )
     after = mode_option(reply.config_options if reply is not None else None)
     if after is None or after.current_value != mode_id:
         current = after.current_value if after is not None else None
-        raise EngineRefused(f"the agent reports mode {current!r} after Wuu selected {mode_id!r} for {mode.value}")
+        raise EngineRefused(
+            f"the agent reports mode {current!r} after Wuu selected {mode_id!r} for {mode.value}"
+        )
     return AcpSession(connection, client, session.session_id, mode_id)

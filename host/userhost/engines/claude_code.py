@@ -19,11 +19,8 @@ from typing import Any
 
 from wuu.generated.models import PermissionMode
 
+from . import programs
 from .table import EngineFailed, EngineRefused, EngineTurn, settings_for
-
-LINE_LIMIT = 16 * 1024 * 1024
-"""The longest line of Claude Code's stream the adapter reads (its `init` message lists every tool)."""
-STDERR_TAIL = 2000
 
 
 class ClaudeCodeEngine:
@@ -55,26 +52,13 @@ class ClaudeCodeEngine:
         another mode than `mode` gives; EngineFailed when it ends without a result."""
         expected = settings_for(mode).claude_code.permission_mode.value
         with tempfile.TemporaryFile() as stderr:
-            process = await asyncio.create_subprocess_exec(
-                *self.argv(mode, prompt),
-                cwd=cwd,
-                env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=stderr.fileno(),
-                limit=LINE_LIMIT,
-            )
+            process = await programs.start(self.argv(mode, prompt), cwd, self.env, stderr, stdin=False)
             try:
                 result = await _read(process, expected)
-                await process.wait()
             finally:
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+                await programs.stop(process)
             if result is None:
-                stderr.seek(0)
-                said = stderr.read().decode(errors="replace")[-STDERR_TAIL:].strip()
-                raise EngineFailed(f"Claude Code exited {process.returncode} without a result: {said}")
+                raise EngineFailed(f"Claude Code ended without a result: {programs.said(stderr)}")
         return EngineTurn(str(result.get("result", "")), str(result.get("subtype", "")))
 
 

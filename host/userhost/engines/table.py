@@ -52,7 +52,9 @@ class EngineTurn:
 @functools.cache
 def permission_table() -> EnginePermissionTable:
     """The table packaged with wuu (the spec's data/engine_permission_modes.json)."""
-    data = importlib.resources.files("wuu.generated").joinpath("schema", "data", "engine_permission_modes.json")
+    data = importlib.resources.files("wuu.generated").joinpath(
+        "schema", "data", "engine_permission_modes.json"
+    )
     return EnginePermissionTable.model_validate(orjson.loads(data.read_bytes()))
 
 

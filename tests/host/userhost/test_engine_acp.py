@@ -42,7 +42,9 @@ class Bridge:
         (PermissionMode.UNCONFINED, "bypassPermissions"),
     ],
 )
-async def test_each_mode_is_applied_through_the_mode_option(tmp_path: Path, mode: PermissionMode, native: str) -> None:
+async def test_each_mode_is_applied_through_the_mode_option(
+    tmp_path: Path, mode: PermissionMode, native: str
+) -> None:
     async with agent("--modes", ALL_MODES).open(mode, tmp_path, Bridge(False)) as session:
         assert (session.mode_id, session.fallback) == (native, None)
         turn = await session.prompt("hello")
@@ -50,7 +52,9 @@ async def test_each_mode_is_applied_through_the_mode_option(tmp_path: Path, mode
 
 
 async def test_the_first_listed_id_the_agent_offers_wins(tmp_path: Path) -> None:
-    async with agent("--modes", "ask,agent").open(PermissionMode.STANDARD, tmp_path, Bridge(False)) as session:
+    async with agent("--modes", "ask,agent").open(
+        PermissionMode.STANDARD, tmp_path, Bridge(False)
+    ) as session:
         assert session.mode_id == "agent"
         assert (await session.prompt("hi")).text == "mode=agent permission=none"
 
@@ -101,8 +105,12 @@ async def test_unconfined_without_a_no_prompts_mode_accepts_each_request_once(tm
 
 
 async def test_an_agent_that_keeps_another_mode_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(EngineRefused, match=r"reports mode 'default' after Wuu selected 'plan' for read_only"):
-        async with agent("--modes", ALL_MODES, "--sticky").open(PermissionMode.READ_ONLY, tmp_path, Bridge(True)):
+    with pytest.raises(
+        EngineRefused, match=r"reports mode 'default' after Wuu selected 'plan' for read_only"
+    ):
+        async with agent("--modes", ALL_MODES, "--sticky").open(
+            PermissionMode.READ_ONLY, tmp_path, Bridge(True)
+        ):
             pytest.fail("a session opened in a mode the agent did not take")
 
 

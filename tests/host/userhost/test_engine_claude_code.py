@@ -38,7 +38,9 @@ def place() -> Iterator[Path]:
 
 
 def engine(place: Path, model: FakeAnthropic, *, as_nobody: bool = False) -> ClaudeCodeEngine:
-    prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if as_nobody else []
+    prefix = (
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"] if as_nobody else []
+    )
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(place / "home"),

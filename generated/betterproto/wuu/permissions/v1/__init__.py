@@ -52,7 +52,9 @@ class AcpModeFallback(betterproto2.Enum):
     HOST_APPROVAL_BRIDGE = 1
     """
     `host_approval_bridge`: The agent keeps its current mode, and every permission request it sends
-    (`session/request_permission`) is decided through the host approval bridge.
+    (`session/request_permission`) is decided through the host approval bridge: an allow selects the
+    request's allow-once option, a deny its reject-once option (the request is cancelled when it has
+    no such option). A bridge that fails denies.
     """
 
     REFUSE = 2
@@ -63,8 +65,8 @@ class AcpModeFallback(betterproto2.Enum):
     AUTO_ACCEPT_ONCE = 3
     """
     `auto_accept_once`: One-shot auto-accept: the adapter answers every permission request by
-    selecting its allow-once option, without asking the user and without remembering the
-    permission.
+    selecting its allow-once option (cancelling the request when there is none), without asking the
+    user and without remembering the permission.
     """
 
     @classmethod
@@ -591,7 +593,13 @@ class EnginePermissionTable(betterproto2.Message):
     How each external-engine adapter passes each Wuu permission mode to its program (the data is
     `spec/data/engine_permission_modes.json`): one row per permission mode, keyed by the
     PermissionMode value. These are adapter settings, not a claim that the engines provide identical
-    protection: the external program's version and configuration determine its native behaviour.
+    protection: the external program's version and configuration determine its native behaviour. An
+    adapter MUST check the mode the program reports it runs in (Codex: the sandbox and approval policy
+    of the `thread/start` result; Claude Code: the `permissionMode` of its stream's `init` message; an
+    ACP agent: the current value of its `category=mode` option after `session/set_config_option`) and
+    MUST NOT prompt a program that runs in another mode than the one passed: its own configuration may
+    pin another. A permission request that the mapping leaves to the host is answered for that one
+    request only, never with an option that remembers the answer.
     """
 
     schema: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
