@@ -55,6 +55,29 @@ class AcpPermissionSettings(WireModel):
     """
 
 
+class ApproveForMeVerdict(StrEnum):
+    """
+    What an "Approve for me" review concluded about one call.
+    """
+
+    ALLOW = "allow"
+    """
+    The call matches what the user asked: it runs.
+    """
+    DENY = "deny"
+    """
+    The call should not run: it does not, and the model is told it was denied.
+    """
+    UNRESOLVED = "unresolved"
+    """
+    The reviewer could not tell: the call does not run, and the model explains it and asks the user.
+    """
+    FAILED = "failed"
+    """
+    No verdict: the model failed or gave no usable answer, the 90 seconds (or the run) ran out, or the review was cancelled. The call does not run.
+    """
+
+
 class ClaudeCodePermissionMode(StrEnum):
     """
     A Claude Code permission mode, as Claude Code spells it.
@@ -138,6 +161,10 @@ class ExecCallOutcome(StrEnum):
     ERROR = "error"
     """
     The worker answered another error (`not_found`, `invalid_request`, `unsupported_tool`, ...).
+    """
+    NOT_RUN = "not_run"
+    """
+    "Approve for me" did not allow the call, so it was never sent to the worker: `review` says why.
     """
 
 
@@ -357,6 +384,24 @@ A glob over two or more path components separated by single `/`, without a leadi
 """
 
 
+class ApproveForMeReview(WireModel):
+    """
+    "Approve for me": model review before selected tool calls of the built-in engine in `standard`. It is an option of a `standard` run, not a mode: a host MUST NOT turn it on in another mode, and it never widens the file scope, elevates to `unconfined` or lifts a sensitive-path or credential guard (an allowed call still runs in `standard`, under every check of the worker). Reviewed, before each runs: every call of a tool that runs a command (method catalog `runs_commands`: `exec_command`, whatever the command, read-only ones included), every call of a tool that changes files or a repository (`mutating`: the file writes, `git_add`, `git_commit`, `git_checkout`) and `git_branch` creating a branch; process and MCP actions when the engine offers them. Ordinary low-risk reads (`read_file`, `list_dir`, the searches, `git_status`, `git_diff`, `git_log`, `git_show`, `git_branch` listing) are not reviewed. A review is one request to the run's own model (its configuration unchanged), text only, with no tools offered, on the user's request and the exact call; it has 90 seconds, and no more than the run has left. Only `allow` lets the call run. `deny` and `unresolved` leave it unrun, and the model is told so: after `unresolved` it explains the call and asks the user in conversation. A review that fails, times out or is cancelled (`failed`) also leaves the call unrun: it is never permission to run it unreviewed.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    verdict: ApproveForMeVerdict
+    """
+    What the review concluded.
+    """
+    reason: Annotated[str, Field(max_length=1024, min_length=1)]
+    """
+    Why, in one short sentence (the reviewer's own words, or what failed).
+    """
+
+
 class CodexPermissionSettings(WireModel):
     """
     The Codex settings for one permission mode, passed as Codex's sandbox mode (`--sandbox`) and approval policy (`--ask-for-approval`).
@@ -458,11 +503,15 @@ class ExecCall(WireModel):
     """
     With `refused` or `error`: the worker's error reply, `code: message`.
     """
+    review: Annotated[ApproveForMeReview | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    Present when "Approve for me" reviewed the call before it could run.
+    """
 
 
 class ExecRun(WireModel):
     """
-    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR] PROMPT`, printed on stdout. The run puts PROMPT before the built-in engine's model (the user configuration's `model`, else the deterministic stand-in) with the worker's execute tools, and has each tool call it asks for run by a native worker bound to the project directory (`--cd`, else the working directory) in the mode of `--permission-mode` (default `standard`), until the model answers without a call. The worker's own permission checks allow or refuse each call, with no approval asked of anyone (`wuu exec` has no "Approve for me"): a refusal is what the model is told. The mode comes from the flag alone: the command reads no file of the project, and the user configuration (`--config`, else `<home>/config.json`) holds no permission mode. Exit status: 0 when the run completed and no call was refused, 3 when it completed and some call was refused, 1 when it failed (`status: failed`), 2 for a usage or configuration error, reported on stderr naming the flag or field, with nothing run and no result printed. Without `--json` the model's final text goes to stdout and one line per call to stderr, with the same exit statuses.
+    The JSON result of `wuu exec --json [--permission-mode MODE] [--cd DIR] [--config FILE] [--home DIR] PROMPT`, printed on stdout. The run puts PROMPT before the built-in engine's model (the user configuration's `model`, else the deterministic stand-in) with the worker's execute tools, and has each tool call it asks for run by a native worker bound to the project directory (`--cd`, else the working directory) in the mode of `--permission-mode` (default `standard`), until the model answers without a call. The worker's own permission checks allow or refuse each call, with no approval asked of anyone (`wuu exec` has no "Approve for me"; a host that embeds the engine may turn it on for a `standard` run: ApproveForMeReview): a refusal is what the model is told. The mode comes from the flag alone: the command reads no file of the project, and the user configuration (`--config`, else `<home>/config.json`) holds no permission mode. Exit status: 0 when the run completed and no call was refused, 3 when it completed and some call was refused, 1 when it failed (`status: failed`), 2 for a usage or configuration error, reported on stderr naming the flag or field, with nothing run and no result printed. Without `--json` the model's final text goes to stdout and one line per call to stderr, with the same exit statuses.
     """
 
     model_config = ConfigDict(
@@ -491,6 +540,10 @@ class ExecRun(WireModel):
     failure: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
     """
     With `status: failed`: why the run stopped.
+    """
+    approve_for_me: Annotated[bool | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    True when "Approve for me" reviewed the run's calls (only ever in `standard`; never for `wuu exec`). Omitted: it was off.
     """
 
 

@@ -5,79 +5,31 @@
     wuu exec --permission-mode standard --json "/write notes.txt
     hello"
 
-The prompt goes to the configured model (the deterministic stand-in by default) with the worker's execute tools.
-Each call it asks for runs in a native worker bound to the project directory in the flag's mode: the worker's
-own checks allow or refuse it, nobody is asked, and a refusal is what the model is told. The mode comes from
-the flag alone; no file of the project is read.
+The run itself is builtin_engine.py's, on the configured model (the deterministic stand-in by default): the
+worker's own checks allow or refuse each call, nobody is asked, and `wuu exec` has no "Approve for me". The
+mode comes from the flag alone; no file of the project is read.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.catalog import WORKER_TOOLS
-from wuu.generated.models import (
-    ErrorCode,
-    ExecCall,
-    ExecCallOutcome,
-    ExecRun,
-    ExecRunStatus,
-    PermissionMode,
-)
-from wuu.generated.validators import bundle
-from wuu.worker.client import ConnectionLost, WorkerClient
-from wuu.worker.errors import split_error
+from wuu.generated.models import ExecCall, ExecCallOutcome, ExecRunStatus, PermissionMode
 
+from .builtin_engine import run_once
 from .configuration import ConfigurationError, home_of, load_configuration
-from .personal.model import (
-    ChatMessage,
-    ModelAdapter,
-    ModelConfig,
-    ModelConfigError,
-    ModelUnavailable,
-    ToolSpec,
-)
-from .personal.model_agent import inline_refs
+from .personal.model import ModelAdapter, ModelConfig, ModelConfigError
 
-MAX_ROUNDS = 32
-"""The most rounds of tool calls of one run: a model that keeps calling is stopped (`status: failed`)."""
-MODEL_CALL_SECONDS = 120.0
-REFUSALS = frozenset(
-    {
-        ErrorCode.PERMISSION_DENIED,
-        ErrorCode.PATH_OUTSIDE_ROOT,
-        ErrorCode.SENSITIVE_PATH,
-        ErrorCode.SANDBOX_UNAVAILABLE,
-    }
-)
-"""The error codes of the permission checks: a call answered with one is `refused`."""
-ACTOR = {"kind": "agent", "id": "wuu-exec"}
-SESSION = "wuu-exec"
-GUIDANCE = (
-    "You work on the project in the current directory through the tools, in the {mode} permission mode. "
-    "A call the permission checks refuse is not retried by asking anyone: say what you could not do."
-)
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
 
 class UsageError(Exception):
     """A flag or the configuration cannot be used: nothing runs (exit status 2)."""
-
-
-@functools.cache
-def execute_tools() -> tuple[ToolSpec, ...]:
-    """The worker's execute tools as the model is offered them, with their arguments' JSON Schema."""
-    defs = bundle()["$defs"]
-    return tuple(
-        ToolSpec(name, spec.description, inline_refs(defs[spec.arguments.__name__], defs))
-        for name, spec in WORKER_TOOLS.items()
-    )
 
 
 def add_parser(areas: Any) -> None:
@@ -126,76 +78,6 @@ def main(args: argparse.Namespace) -> int:
     return (
         EXIT_REFUSED if any(call.outcome is ExecCallOutcome.REFUSED for call in run.calls) else EXIT_COMPLETED
     )
-
-
-async def run_once(prompt: str, mode: PermissionMode, root: Path, model: ModelAdapter) -> ExecRun:
-    """One run of `model` on `prompt`, its calls run by a native worker bound to `root` in `mode`."""
-    calls: list[ExecCall] = []
-    messages = [ChatMessage("system", GUIDANCE.format(mode=mode.value)), ChatMessage("user", prompt)]
-
-    def ended(status: ExecRunStatus, text: str = "", failure: str | None = None) -> ExecRun:
-        why = {} if failure is None else {"failure": failure}
-        return ExecRun(permission_mode=mode, root=str(root), status=status, text=text, calls=calls, **why)
-
-    worker = await WorkerClient.spawn([sys.executable, "-m", "wuu.worker"], record=False)
-    try:
-        reply = await worker.request("initialize", {"version": 4, "root": str(root), "session": SESSION})
-        if "error" in reply:
-            return ended(ExecRunStatus.FAILED, failure=f"the worker refused the project: {reply['error']}")
-        loop = asyncio.get_running_loop()
-        for _ in range(MAX_ROUNDS):
-            try:
-                answer = await model.complete(
-                    messages, tools=execute_tools(), deadline=loop.time() + MODEL_CALL_SECONDS
-                )
-            except ModelUnavailable as error:
-                return ended(ExecRunStatus.FAILED, failure=f"the model gave no usable reply: {error}")
-            if not answer.tool_calls:
-                return ended(ExecRunStatus.COMPLETED, text=answer.text)
-            messages.append(ChatMessage("assistant", answer.text, tool_calls=answer.tool_calls))
-            for call in answer.tool_calls:
-                done = await _call(worker, mode, call.name, call.arguments)
-                calls.append(done)
-                messages.append(ChatMessage("tool", _told(done), tool_call_id=call.id))
-        return ended(
-            ExecRunStatus.FAILED, failure=f"the model asked for more than {MAX_ROUNDS} rounds of calls"
-        )
-    except ConnectionLost as error:
-        return ended(ExecRunStatus.FAILED, failure=f"the worker ended: {error}")
-    finally:
-        await worker.close()
-
-
-async def _call(worker: WorkerClient, mode: PermissionMode, tool: str, arguments: dict[str, Any]) -> ExecCall:
-    """Run one call in the worker: what became of it."""
-    data = {
-        "tool": tool,
-        "call": {"id": "wuu-exec", "arguments": json.dumps(arguments)},
-        "actor": ACTOR,
-        "permission_mode": mode.value,
-    }
-    reply = await worker.request("execute", data)
-    error = reply.get("error")
-    if isinstance(error, str):
-        code, _ = split_error(error)
-        refused = code in {refusal.value for refusal in REFUSALS}
-        outcome = ExecCallOutcome.REFUSED if refused else ExecCallOutcome.ERROR
-        return ExecCall(tool=tool, arguments=arguments, outcome=outcome, error=error)
-    result = reply["data"]
-    return ExecCall(
-        tool=tool,
-        arguments=arguments,
-        outcome=ExecCallOutcome.RAN,
-        output=result["output"],
-        is_error=result["is_error"],
-    )
-
-
-def _told(call: ExecCall) -> str:
-    """What the model is told of a call: its output, or `refused: ...` / `failed: ...` with the worker's error."""
-    if call.outcome is ExecCallOutcome.RAN:
-        return call.output or ""
-    return f"{'refused' if call.outcome is ExecCallOutcome.REFUSED else 'failed'}: {call.error}"
 
 
 def _summary(call: ExecCall) -> str:

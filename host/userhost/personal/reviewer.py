@@ -1,10 +1,10 @@
 """The reviewer: a one-shot check, by a model without tools, that an action matches what the owner asked for.
 
-Shared by Personal's automatic review and, later, "Approve for me": it is given the original authenticated
-user request and the exact action, and answers a `Review`. Only a strict `allow` from the model is an
-`allow`: a failed or late model is `unavailable`, an answer that is not the expected JSON is `unsure`, and
-a request with no text is `unsure` without asking (no evidence to review against). The verdict is advice to
-the caller's policy: it grants nothing by itself.
+Shared by Personal's automatic review and "Approve for me" (approve_for_me.py): it is given the original
+authenticated user request and the exact action, and answers a `Review`. Only a strict `allow` from the model
+is an `allow`: a failed or late model is `unavailable`, an answer that is not the expected JSON is `unsure`,
+and a request with no text is `unsure` without asking (no evidence to review against). The verdict is advice
+to the caller's policy: it grants nothing by itself.
 """
 
 from __future__ import annotations
@@ -78,8 +78,11 @@ class Reviewer:
         self._model = model
         self.timeout = timeout
 
-    async def review(self, request_text: str, action: Mapping[str, Any], summary: str) -> Review:
-        """The verdict on `action` (described by `summary`) given the owner's `request_text`."""
+    async def review(
+        self, request_text: str, action: Mapping[str, Any], summary: str, *, deadline: float | None = None
+    ) -> Review:
+        """The verdict on `action` (described by `summary`) given the owner's `request_text`, within `timeout`
+        seconds and by `deadline` (the running loop's clock), when given, at the latest."""
         if not request_text.strip():
             return Review("unsure", "There is no user request to review the action against.")
         messages = (
@@ -87,13 +90,15 @@ class Reviewer:
             ChatMessage("user", review_prompt(request_text, action, summary)),
         )
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
+        own = loop.time() + self.timeout
+        deadline = own if deadline is None else min(own, deadline)
         try:
             # The adapter is given the deadline and held to it: a late answer is no answer.
             async with asyncio.timeout_at(deadline):
                 reply = await self._model.complete(messages, tools=(), deadline=deadline)
         except TimeoutError:
-            return Review("unavailable", f"No review within {self.timeout:g} s.")
+            within = f"{self.timeout:g} s" if deadline == own else "the time left to its run"
+            return Review("unavailable", f"No review within {within}.")
         except ModelUnavailable as error:
             return Review("unavailable", f"The review model is unavailable: {error}")
         except Exception:

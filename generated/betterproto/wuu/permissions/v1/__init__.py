@@ -8,6 +8,8 @@
 __all__ = (
     "AcpModeFallback",
     "AcpPermissionSettings",
+    "ApproveForMeReview",
+    "ApproveForMeVerdict",
     "ClaudeCodePermissionMode",
     "ClaudeCodePermissionSettings",
     "CodexApprovalPolicy",
@@ -85,6 +87,59 @@ class AcpModeFallback(betterproto2.Enum):
             "ACP_MODE_FALLBACK_HOST_APPROVAL_BRIDGE": 1,
             "ACP_MODE_FALLBACK_REFUSE": 2,
             "ACP_MODE_FALLBACK_AUTO_ACCEPT_ONCE": 3,
+        }
+
+
+class ApproveForMeVerdict(betterproto2.Enum):
+    """
+    What an "Approve for me" review concluded about one call.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    ALLOW = 1
+    """
+    `allow`: The call matches what the user asked: it runs.
+    """
+
+    DENY = 2
+    """
+    `deny`: The call should not run: it does not, and the model is told it was denied.
+    """
+
+    UNRESOLVED = 3
+    """
+    `unresolved`: The reviewer could not tell: the call does not run, and the model explains it and
+    asks the user.
+    """
+
+    FAILED = 4
+    """
+    `failed`: No verdict: the model failed or gave no usable answer, the 90 seconds (or the run) ran
+    out, or the review was cancelled. The call does not run.
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "APPROVE_FOR_ME_VERDICT_UNSPECIFIED",
+            1: "APPROVE_FOR_ME_VERDICT_ALLOW",
+            2: "APPROVE_FOR_ME_VERDICT_DENY",
+            3: "APPROVE_FOR_ME_VERDICT_UNRESOLVED",
+            4: "APPROVE_FOR_ME_VERDICT_FAILED",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "APPROVE_FOR_ME_VERDICT_UNSPECIFIED": 0,
+            "APPROVE_FOR_ME_VERDICT_ALLOW": 1,
+            "APPROVE_FOR_ME_VERDICT_DENY": 2,
+            "APPROVE_FOR_ME_VERDICT_UNRESOLVED": 3,
+            "APPROVE_FOR_ME_VERDICT_FAILED": 4,
         }
 
 
@@ -235,6 +290,12 @@ class ExecCallOutcome(betterproto2.Enum):
     ...).
     """
 
+    NOT_RUN = 4
+    """
+    `not_run`: "Approve for me" did not allow the call, so it was never sent to the worker: `review`
+    says why.
+    """
+
     @classmethod
     def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
         return {
@@ -242,6 +303,7 @@ class ExecCallOutcome(betterproto2.Enum):
             1: "EXEC_CALL_OUTCOME_RAN",
             2: "EXEC_CALL_OUTCOME_REFUSED",
             3: "EXEC_CALL_OUTCOME_ERROR",
+            4: "EXEC_CALL_OUTCOME_NOT_RUN",
         }
 
     @classmethod
@@ -251,6 +313,7 @@ class ExecCallOutcome(betterproto2.Enum):
             "EXEC_CALL_OUTCOME_RAN": 1,
             "EXEC_CALL_OUTCOME_REFUSED": 2,
             "EXEC_CALL_OUTCOME_ERROR": 3,
+            "EXEC_CALL_OUTCOME_NOT_RUN": 4,
         }
 
 
@@ -514,6 +577,29 @@ default_message_pool.register_message("wuu.permissions.v1", "AcpPermissionSettin
 
 
 @dataclass(eq=False, repr=False)
+class ApproveForMeReview(betterproto2.Message):
+    """
+    "Approve for me": model review before selected tool calls of the built-in engine in `standard`
+    (exec_run.schema.json states the rules).
+    """
+
+    verdict: "ApproveForMeVerdict" = betterproto2.field(
+        1, betterproto2.TYPE_ENUM, default_factory=lambda: ApproveForMeVerdict(0)
+    )
+    """
+    What the review concluded.
+    """
+
+    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    Why, in one short sentence (the reviewer's own words, or what failed).
+    """
+
+
+default_message_pool.register_message("wuu.permissions.v1", "ApproveForMeReview", ApproveForMeReview)
+
+
+@dataclass(eq=False, repr=False)
 class ClaudeCodePermissionSettings(betterproto2.Message):
     """
     The Claude Code setting for one permission mode.
@@ -667,6 +753,11 @@ class ExecCall(betterproto2.Message):
     With `refused` or `error`: the worker's error reply, `code: message`.
     """
 
+    review: "ApproveForMeReview | None" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, optional=True)
+    """
+    Present when "Approve for me" reviewed the call before it could run.
+    """
+
 
 default_message_pool.register_message("wuu.permissions.v1", "ExecCall", ExecCall)
 
@@ -710,6 +801,12 @@ class ExecRun(betterproto2.Message):
     failure: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
     """
     With `status: failed`: why the run stopped.
+    """
+
+    approve_for_me: "bool | None" = betterproto2.field(7, betterproto2.TYPE_BOOL, optional=True)
+    """
+    True when "Approve for me" reviewed the run's calls (only ever in `standard`; never for `wuu
+    exec`). Omitted: it was off.
     """
 
 

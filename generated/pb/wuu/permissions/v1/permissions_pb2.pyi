@@ -75,6 +75,15 @@ class ExecCallOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EXEC_CALL_OUTCOME_RAN: _ClassVar[ExecCallOutcome]
     EXEC_CALL_OUTCOME_REFUSED: _ClassVar[ExecCallOutcome]
     EXEC_CALL_OUTCOME_ERROR: _ClassVar[ExecCallOutcome]
+    EXEC_CALL_OUTCOME_NOT_RUN: _ClassVar[ExecCallOutcome]
+
+class ApproveForMeVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVE_FOR_ME_VERDICT_UNSPECIFIED: _ClassVar[ApproveForMeVerdict]
+    APPROVE_FOR_ME_VERDICT_ALLOW: _ClassVar[ApproveForMeVerdict]
+    APPROVE_FOR_ME_VERDICT_DENY: _ClassVar[ApproveForMeVerdict]
+    APPROVE_FOR_ME_VERDICT_UNRESOLVED: _ClassVar[ApproveForMeVerdict]
+    APPROVE_FOR_ME_VERDICT_FAILED: _ClassVar[ApproveForMeVerdict]
 PERMISSION_MODE_UNSPECIFIED: PermissionMode
 PERMISSION_MODE_STANDARD: PermissionMode
 PERMISSION_MODE_READ_ONLY: PermissionMode
@@ -111,6 +120,12 @@ EXEC_CALL_OUTCOME_UNSPECIFIED: ExecCallOutcome
 EXEC_CALL_OUTCOME_RAN: ExecCallOutcome
 EXEC_CALL_OUTCOME_REFUSED: ExecCallOutcome
 EXEC_CALL_OUTCOME_ERROR: ExecCallOutcome
+EXEC_CALL_OUTCOME_NOT_RUN: ExecCallOutcome
+APPROVE_FOR_ME_VERDICT_UNSPECIFIED: ApproveForMeVerdict
+APPROVE_FOR_ME_VERDICT_ALLOW: ApproveForMeVerdict
+APPROVE_FOR_ME_VERDICT_DENY: ApproveForMeVerdict
+APPROVE_FOR_ME_VERDICT_UNRESOLVED: ApproveForMeVerdict
+APPROVE_FOR_ME_VERDICT_FAILED: ApproveForMeVerdict
 
 class EnginePermissionTable(_message.Message):
     __slots__ = ("schema", "standard", "read_only", "unconfined")
@@ -251,33 +266,45 @@ class SensitivePathVector(_message.Message):
     def __init__(self, path: _Optional[str] = ..., sensitive: _Optional[bool] = ..., read_blocked: _Optional[bool] = ..., rules: _Optional[_Iterable[str]] = ..., description: _Optional[str] = ...) -> None: ...
 
 class ExecRun(_message.Message):
-    __slots__ = ("permission_mode", "root", "status", "text", "calls", "failure")
+    __slots__ = ("permission_mode", "root", "status", "text", "calls", "failure", "approve_for_me")
     PERMISSION_MODE_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    APPROVE_FOR_ME_FIELD_NUMBER: _ClassVar[int]
     permission_mode: PermissionMode
     root: str
     status: ExecRunStatus
     text: str
     calls: _containers.RepeatedCompositeFieldContainer[ExecCall]
     failure: str
-    def __init__(self, permission_mode: _Optional[_Union[PermissionMode, str]] = ..., root: _Optional[str] = ..., status: _Optional[_Union[ExecRunStatus, str]] = ..., text: _Optional[str] = ..., calls: _Optional[_Iterable[_Union[ExecCall, _Mapping]]] = ..., failure: _Optional[str] = ...) -> None: ...
+    approve_for_me: bool
+    def __init__(self, permission_mode: _Optional[_Union[PermissionMode, str]] = ..., root: _Optional[str] = ..., status: _Optional[_Union[ExecRunStatus, str]] = ..., text: _Optional[str] = ..., calls: _Optional[_Iterable[_Union[ExecCall, _Mapping]]] = ..., failure: _Optional[str] = ..., approve_for_me: _Optional[bool] = ...) -> None: ...
 
 class ExecCall(_message.Message):
-    __slots__ = ("tool", "arguments", "outcome", "output", "is_error", "error")
+    __slots__ = ("tool", "arguments", "outcome", "output", "is_error", "error", "review")
     TOOL_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     IS_ERROR_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    REVIEW_FIELD_NUMBER: _ClassVar[int]
     tool: str
     arguments: _struct_pb2.Struct
     outcome: ExecCallOutcome
     output: str
     is_error: bool
     error: str
-    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., outcome: _Optional[_Union[ExecCallOutcome, str]] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+    review: ApproveForMeReview
+    def __init__(self, tool: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., outcome: _Optional[_Union[ExecCallOutcome, str]] = ..., output: _Optional[str] = ..., is_error: _Optional[bool] = ..., error: _Optional[str] = ..., review: _Optional[_Union[ApproveForMeReview, _Mapping]] = ...) -> None: ...
+
+class ApproveForMeReview(_message.Message):
+    __slots__ = ("verdict", "reason")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    verdict: ApproveForMeVerdict
+    reason: str
+    def __init__(self, verdict: _Optional[_Union[ApproveForMeVerdict, str]] = ..., reason: _Optional[str] = ...) -> None: ...
