@@ -226,3 +226,14 @@ async def test_the_configuration_session_composes_the_profile_its_file_selects(t
         os.killpg(shell.pid, signal.SIGTERM)
         await shell.wait()
     assert (tmp_path / ".wuu" / "user-spaces" / "local" / "personal").is_dir()
+
+
+async def test_the_acp_engine_example_runs_an_acp_agent(tmp_path: Path) -> None:
+    agent = [
+        sys.executable,
+        str(ROOT / "tests/host/userhost/fixtures/acp_agent.py"),
+        "--modes",
+        "plan,default",
+    ]
+    done = await run_example("acp-engine", agent=agent, project=tmp_path)
+    assert (done["session"].mode_id, done["turn"].text) == ("default", "mode=default permission=none")

@@ -40,6 +40,7 @@ from acp.schema import (
 
 from wuu.generated.models import AcpModeFallback, ExternalEngine, PermissionMode
 
+from . import programs
 from .table import (
     ApprovalBridge,
     EngineApproval,
@@ -51,8 +52,6 @@ from .table import (
 )
 
 CLIENT_INFO = Implementation(name="wuu", title="Wuu", version="0.1.0")
-STDERR_TAIL = 2000
-"""The most characters of the agent's standard error an `EngineFailed` quotes."""
 
 
 @dataclass
@@ -167,9 +166,9 @@ class AcpEngine:
                     session = await _start(connection, client, mode, cwd)
                     yield session
             except (acp.RequestError, ConnectionError, EOFError) as error:
-                stderr.seek(0)
-                said = stderr.read().decode(errors="replace")[-STDERR_TAIL:]
-                raise EngineFailed(f"the ACP agent failed: {error!r}; it said: {said}") from None
+                raise EngineFailed(
+                    f"the ACP agent failed: {error!r}; it said: {programs.said(stderr)}"
+                ) from None
 
 
 async def _start(connection: Any, client: _Client, mode: PermissionMode, cwd: Path) -> AcpSession:

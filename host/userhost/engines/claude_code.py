@@ -10,7 +10,6 @@ can be read as an option.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -66,13 +65,7 @@ async def _read(process: asyncio.subprocess.Process, expected: str) -> dict[str,
     """The stream's `result` message, after checking its `init`; None if the stream ends first."""
     assert process.stdout is not None
     started = False
-    async for line in process.stdout:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
-            continue
+    async for message in programs.json_lines(process.stdout):
         if message.get("type") == "system" and message.get("subtype") == "init":
             if message.get("permissionMode") != expected:
                 raise EngineRefused(

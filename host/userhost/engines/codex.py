@@ -77,13 +77,7 @@ class _Connection:
 
     async def _read(self) -> None:
         assert self._process.stdout is not None
-        async for line in self._process.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict):
-                continue
+        async for message in programs.json_lines(self._process.stdout):
             if "method" in message and "id" in message:
                 task = asyncio.create_task(self._serve(message))
                 self._tasks.add(task)

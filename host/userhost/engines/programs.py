@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 LINE_LIMIT = 16 * 1024 * 1024
 """The longest line of an engine's output the adapters read (a Claude Code `init` lists every tool)."""
@@ -44,3 +45,15 @@ def said(stderr: IO[bytes]) -> str:
     """The end of what the program wrote to `stderr`."""
     stderr.seek(0)
     return stderr.read().decode(errors="replace")[-STDERR_TAIL:].strip()
+
+
+async def json_lines(stream: asyncio.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects of a program's output, one a line; a line that is not one is skipped (a program may
+    print other things)."""
+    async for line in stream:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict):
+            yield message
