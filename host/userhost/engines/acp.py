@@ -90,12 +90,22 @@ class _Client:
 class AcpSession:
     """One session of an ACP agent, in the permission mode it was opened in."""
 
-    def __init__(self, connection: Any, client: _Client, session_id: str, mode_id: str | None) -> None:
+    def __init__(
+        self,
+        connection: Any,
+        client: _Client,
+        session_id: str,
+        mode_id: str | None,
+        native_modes: dict[str, str],
+    ) -> None:
         self._connection = connection
         self._client = client
         self.session_id = session_id
         self.mode_id = mode_id
         """The native mode applied, or None when the mode's fallback applies."""
+        self.native_modes = native_modes
+        """The agent's own modes, id to label, as its `category=mode` option offers them (for a composer to
+        show); empty when it offers none."""
 
     @property
     def fallback(self) -> AcpModeFallback | None:
@@ -124,15 +134,13 @@ def mode_option(config_options: Sequence[Any] | None) -> SessionConfigOptionSele
     )
 
 
-def option_values(option: SessionConfigOptionSelect) -> list[str]:
-    """Every value the option offers, grouped or not."""
-    values: list[str] = []
-    for entry in option.options:
-        if isinstance(entry, SessionConfigSelectGroup):
-            values.extend(choice.value for choice in entry.options)
-        else:
-            values.append(entry.value)
-    return values
+def option_labels(option: SessionConfigOptionSelect | None) -> dict[str, str]:
+    """Every value the option offers, grouped or not, with its label."""
+    labels: dict[str, str] = {}
+    for entry in option.options if option is not None else ():
+        choices = entry.options if isinstance(entry, SessionConfigSelectGroup) else [entry]
+        labels.update((choice.value, choice.name) for choice in choices)
+    return labels
 
 
 class AcpEngine:
@@ -180,15 +188,15 @@ async def _start(connection: Any, client: _Client, mode: PermissionMode, cwd: Pa
     session = await connection.new_session(cwd=str(cwd), mcp_servers=[])
     settings = settings_for(mode).acp
     option = mode_option(session.config_options)
-    offered = option_values(option) if option is not None else []
+    offered = option_labels(option)
     mode_id = next((candidate for candidate in settings.mode_ids if candidate in offered), None)
     if mode_id is None:
         if settings.fallback is AcpModeFallback.REFUSE:
             raise EngineRefused(
-                f"the agent offers no mode for {mode.value} (none of {settings.mode_ids} among {offered})"
+                f"the agent offers no mode for {mode.value} (none of {settings.mode_ids} among {list(offered)})"
             )
         client.fallback = settings.fallback
-        return AcpSession(connection, client, session.session_id, None)
+        return AcpSession(connection, client, session.session_id, None, offered)
     assert option is not None
     reply = await connection.set_config_option(
         config_id=option.id, session_id=session.session_id, value=mode_id
@@ -199,4 +207,4 @@ async def _start(connection: Any, client: _Client, mode: PermissionMode, cwd: Pa
         raise EngineRefused(
             f"the agent reports mode {current!r} after Wuu selected {mode_id!r} for {mode.value}"
         )
-    return AcpSession(connection, client, session.session_id, mode_id)
+    return AcpSession(connection, client, session.session_id, mode_id, offered)

@@ -56,6 +56,7 @@ async def test_the_first_listed_id_the_agent_offers_wins(tmp_path: Path) -> None
         PermissionMode.STANDARD, tmp_path, Bridge(False)
     ) as session:
         assert session.mode_id == "agent"
+        assert session.native_modes == {"ask": "Ask", "agent": "Agent"}, "the labels a composer shows"
         assert (await session.prompt("hi")).text == "mode=agent permission=none"
 
 
