@@ -345,6 +345,12 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at TEXT NOT NULL
     );
     """,
+    # 9: a message's receipt found by its history sequence, read or not: the agent's context joins every
+    # message to its receipt, and without this index each join scanned the session's receipts (a step cost
+    # grew with the conversation).
+    """
+    CREATE INDEX receipts_by_seq ON input_receipts (session_id, history_seq);
+    """,
 )
 
 VERSION = len(MIGRATIONS)
