@@ -10,8 +10,9 @@ decoded message re-encodes to the same JSON and optional fields never appear as 
 The spec's own keywords that JSON Schema cannot express (`keywords.SPEC_KEYWORDS`) are enforced here,
 once, for every model that carries them; so are `uniqueItems` and "optional but never null", which the
 generator passes on as `keywords.GENERATOR_KEYWORDS`. A model whose def uses a keyword that pydantic
-cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) also runs its def's
-jsonschema validator: this module depends on `validators`, never the other way round.
+cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) also runs a jsonschema
+validator of its def's residue (`schema/residual.json`: those keywords and the paths to them, what the model
+has not checked): this module depends on `validators`, never the other way round.
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ class WireModel(BaseModel):
         if type(self).__name__ in SCHEMA_CHECKED_MODELS:
             # Imported here: jsonschema takes tens of milliseconds to import, and most processes
             # (a worker's cold start among them) use no schema-checked model.
-            from .validators import error_locations, errors
+            from .validators import error_locations, residual_errors
 
-            found = errors(type(self).__name__, self.to_wire())
+            found = residual_errors(type(self).__name__, self.to_wire())
             if found:
                 where = max(error_locations(found[:1]), key=len)
                 raise ValueError(f"{where}: {found[0].message}")
