@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,8 @@ from typing import Any
 import orjson
 
 from wuu.generated.models import EnginePermissionRow, EnginePermissionTable, ExternalEngine, PermissionMode
+
+log = logging.getLogger("wuu.host.userhost.engines")
 
 
 class EngineRefused(Exception):
@@ -70,4 +73,7 @@ async def ask_bridge(bridge: ApprovalBridge, approval: EngineApproval) -> bool:
     try:
         return await bridge(approval) is True
     except Exception:
+        log.exception(
+            "the approval bridge failed on %s's request %r: denied", approval.engine.value, approval.title
+        )
         return False
