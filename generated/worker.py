@@ -697,6 +697,21 @@ class ProcessListParams(WireModel):
     )
 
 
+class ProcessOutputFlow(StrEnum):
+    """
+    What the worker does when a process writes faster than its output is read. The unread bytes are those past the largest `EndOffset` that a `process/read` of the process has returned.
+    """
+
+    DROP_OLDEST = "drop_oldest"
+    """
+    The worker reads the process's output as fast as it comes: the process never waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below the retained start says `Truncated`).
+    """
+    WAIT_FOR_READER = "wait_for_reader"
+    """
+    The worker stops reading the process's output while it would otherwise lose an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte, never `Truncated`. A process whose output nobody reads stops at its first write past the retention, and it cannot end before its output has been read, unless it is stopped (`process/stop`, `timeout_ms`).
+    """
+
+
 class ProcessReadParams(WireModel):
     """
     Read a process's combined stdout and stderr from a byte offset (Go casing). With no bytes past `OffsetBytes` while the process runs, the read waits up to `Wait` nanoseconds for new bytes. Once there is a byte to return (already there, or newly arrived), it collects more for up to `MinDwell` nanoseconds while the process runs, before answering. An unknown process gets `not_found`.
@@ -827,6 +842,12 @@ class ProcessStartParams(WireModel):
     ] = 8388608
     """
     How much of the process's combined output stays readable: the worker keeps exactly the last `output_retention_bytes` bytes, so the retained start of `process/read` is `TotalBytes` minus this value, or 0 while the stream is shorter. Older bytes are lost, and a read below the retained start says `Truncated`. It is a bound, not an allocation: a process that writes little costs the worker little. From min_retained_output_bytes (1 MiB) to max_output_retention_bytes (64 MiB); a value outside that range gets `invalid_request`; default_output_retention_bytes (8 MiB) when omitted.
+    """
+    output_flow: Annotated[ProcessOutputFlow, Field(json_schema_extra={"x-not-null": True})] = (
+        ProcessOutputFlow.DROP_OLDEST
+    )
+    """
+    What the worker does when the process writes faster than `process/read` takes its output.
     """
 
 

@@ -77,7 +77,8 @@ def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
         f"retention ({WORKER_DEFAULT_OUTPUT_RETENTION_BYTES / MIB:g} MiB), in back-to-back reads of up to "
         f"{config['stream_read'] / MIB:g} MiB that wait for new bytes"
         + (
-            ":\nthe worker keeps only a tail of the output, and a fast writer outruns the reads."
+            ":\nthe worker keeps only a tail of the output, and a fast writer outruns the reads "
+            "(output_flow wait_for_reader makes it wait for them instead)."
             if delivered < 0.99
             else "."
         )

@@ -4,7 +4,8 @@ The reader keeps up as a host does: one `process/read` after another, each from 
 with the largest `MaxBytes` and a `Wait` for new bytes. The process is started without
 `output_retention_bytes`, so the worker keeps its default retention (default_output_retention_bytes); a
 writer as fast as `head -c /dev/zero` outruns the reads, and what the reads miss is the figure
-`stream_share`.
+`stream_share`. The same burst started with `output_flow: wait_for_reader` waits for the reads instead
+(`stream/native_wait`, `stream_share/native_wait`): nothing is lost, at the reads' pace.
 """
 
 from __future__ import annotations
@@ -13,7 +14,13 @@ import asyncio
 import base64
 import time
 
-from wuu.generated.models import PermissionMode, ProcessReadParams, ProcessStartParams, ProcessStatus
+from wuu.generated.models import (
+    PermissionMode,
+    ProcessOutputFlow,
+    ProcessReadParams,
+    ProcessStartParams,
+    ProcessStatus,
+)
 from wuu.worker.client import WorkerClient
 
 from .config import MB, STREAM_READ, STREAM_WAIT_NS
@@ -33,26 +40,29 @@ async def stream_round(native: WorkerClient, size: int, index: int, samples: Sam
     (`stream_delivered/native`) and as a share of the burst (`stream_delivered_share/native`, and in
     percent `stream_share/*`: the bare pipe reader gets every byte, or the run fails).
     """
-    for side in alternate(("bare", "native"), index):
+    for side in alternate(("bare", "native", "native_wait"), index):
         if side == "bare":
             samples.add("stream/bare", size / await stream_bare(size) / MB)
             samples.add("stream_share/bare", 100.0)
         else:
-            elapsed, delivered = await stream_native(native, size)
-            samples.add("stream/native", size / elapsed / MB)
-            samples.add("stream_delivered/native", delivered / elapsed / MB)
-            samples.add("stream_delivered_share/native", delivered / size)
-            samples.add("stream_share/native", 100.0 * delivered / size)
+            elapsed, delivered = await stream_native(native, size, wait_for_reader=side == "native_wait")
+            samples.add(f"stream/{side}", size / elapsed / MB)
+            samples.add(f"stream_delivered/{side}", delivered / elapsed / MB)
+            samples.add(f"stream_delivered_share/{side}", delivered / size)
+            samples.add(f"stream_share/{side}", 100.0 * delivered / size)
         forget_transcript(native)
 
 
-async def stream_native(client: WorkerClient, size: int) -> tuple[float, int]:
+async def stream_native(client: WorkerClient, size: int, *, wait_for_reader: bool) -> tuple[float, int]:
     """Seconds from process/start until a read sees the ended process at the end of its output, and the
-    bytes that the reads delivered (the worker keeps only a tail of the output: a fast writer outruns
-    the reads)."""
+    bytes that the reads delivered (by default the worker keeps only a tail of the output, and a fast
+    writer outruns the reads; with `wait_for_reader` the writer waits for them)."""
     began = time.perf_counter()
+    flow = ProcessOutputFlow.WAIT_FOR_READER if wait_for_reader else ProcessOutputFlow.DROP_OLDEST
     process = await client.process_start(
-        ProcessStartParams(argv=stream_argv(size), permission_mode=PermissionMode.UNCONFINED)
+        ProcessStartParams(
+            argv=stream_argv(size), permission_mode=PermissionMode.UNCONFINED, output_flow=flow
+        )
     )
     offset = delivered = 0
     while True:

@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 from .spawner import Spawner
 
 # As much as asyncio's pipe transports read per wake-up.
-_READ_SIZE = 256 * 1024
+READ_BYTES = 256 * 1024
+"""The most bytes one read of a child's output pipe takes."""
 
 P = TypeVar("P", bound=asyncio.SubprocessProtocol)
 
@@ -40,7 +41,9 @@ class ChildTransport:
         self._stdin: asyncio.WriteTransport | None = None
         os.set_blocking(output, False)
         self._loop.add_reader(output, self._read)
+        self._output_paused = False
         self._watch_exit()
+        protocol.connection_made(self)  # type: ignore[arg-type]  # a transport in all but its base class
 
     def get_pid(self) -> int:
         """The child's pid (its process group id too: it leads a session of its own)."""
@@ -53,6 +56,18 @@ class ChildTransport:
     def get_pipe_transport(self, fd: int) -> asyncio.WriteTransport | None:
         """The stdin transport for fd 0 (None without stdin); the output is not a transport here."""
         return self._stdin if fd == 0 else None
+
+    def pause_output(self) -> None:
+        """Stop reading the output pipe: the child blocks once the pipe is full."""
+        if self._output is not None and not self._output_paused:
+            self._loop.remove_reader(self._output)
+            self._output_paused = True
+
+    def resume_output(self) -> None:
+        """Read the output pipe again."""
+        if self._output is not None and self._output_paused:
+            self._loop.add_reader(self._output, self._read)
+            self._output_paused = False
 
     def close(self) -> None:
         """Stop reading the output and close stdin. The exit is still watched, so the child is reaped."""
@@ -68,7 +83,7 @@ class ChildTransport:
     def _read(self) -> None:
         assert self._output is not None
         try:
-            data = os.read(self._output, _READ_SIZE)
+            data = os.read(self._output, READ_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -81,7 +96,8 @@ class ChildTransport:
     def _end_output(self) -> None:
         if self._output is None:
             return
-        self._loop.remove_reader(self._output)
+        if not self._output_paused:
+            self._loop.remove_reader(self._output)
         os.close(self._output)
         self._output = None
         self._protocol.pipe_connection_lost(1, None)

@@ -40,6 +40,7 @@ class OutputBuffer:
         self._tail = bytearray()
         self._tail_start = 0
         self._total = 0
+        self._read_mark = 0
         self._closed = False
         # Resolved (and forgotten) on the next append or close; created only while someone waits.
         self._changed: asyncio.Future[None] | None = None
@@ -58,6 +59,15 @@ class OutputBuffer:
     def retained_start(self) -> int:
         """The offset of the oldest byte still readable."""
         return max(0, self._total - self._retain)
+
+    @property
+    def unread_bytes(self) -> int:
+        """The bytes past the furthest end a read has returned (`note_read`)."""
+        return self._total - self._read_mark
+
+    def note_read(self, end: int) -> None:
+        """Record that a read returned the stream up to offset `end`."""
+        self._read_mark = max(self._read_mark, end)
 
     @property
     def closed(self) -> bool:

@@ -31,6 +31,7 @@ from wuu.generated.models import (
     ProcessEvent,
     ProcessEventCause,
     ProcessEventType,
+    ProcessOutputFlow,
     ProcessReadParams,
     ProcessReadResult,
     ProcessSignal,
@@ -38,7 +39,7 @@ from wuu.generated.models import (
     ProcessStatus,
 )
 from wuu.worker.errors import WorkerError
-from wuu.worker.native.children import ChildTransport, despite_cancellation, spawn
+from wuu.worker.native.children import READ_BYTES, ChildTransport, despite_cancellation, spawn
 from wuu.worker.native.output import OutputBuffer
 from wuu.worker.native.spawner import Spawner
 from wuu.worker.native.trees import Tree, now_tick, running
@@ -109,7 +110,14 @@ class ProcessRegistry:
         self._next_id += 1
         try:
             transport, pipes = await spawn(
-                spawner, lambda: _Pipes(process.output), argv, cwd=cwd, env=env, stdin=params.stdin
+                spawner,
+                lambda: _Pipes(
+                    process.output, wait_for_reader=params.output_flow is ProcessOutputFlow.WAIT_FOR_READER
+                ),
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=params.stdin,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             _log.info("process %s (%s) could not start: %s", process.id, argv[0], exc)
@@ -166,6 +174,9 @@ class ProcessRegistry:
             wanted = max(offset, output.retained_start) + min(params.max_bytes, output.retain_bytes // 2)
             await output.wait_total(wanted, params.min_dwell / 1e9)
         start, data, truncated = output.read(offset, params.max_bytes)
+        output.note_read(start + len(data))
+        if process.pipes is not None:
+            process.pipes.output_taken()
         return ProcessReadResult.model_validate(
             {
                 "Process": process.record(),
@@ -428,11 +439,14 @@ async def run_command(
 
 class _Pipes(asyncio.SubprocessProtocol):
     """One child's pipes: feeds the combined output into its buffer, reports exit and output EOF, and
-    tracks stdin flow control."""
+    tracks stdin flow control. With `wait_for_reader` (ProcessOutputFlow) it also stops reading the output
+    pipe while one more pipe read could push an unread byte out of the retention, until a read takes some."""
 
-    def __init__(self, output: OutputBuffer) -> None:
+    def __init__(self, output: OutputBuffer, *, wait_for_reader: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self._output = output
+        self._wait_for_reader = wait_for_reader
+        self._transport: ChildTransport | None = None
         self.exited: asyncio.Future[None] = loop.create_future()
         """Resolved when the child has been reaped."""
         self.drained: asyncio.Future[None] = loop.create_future()
@@ -441,8 +455,23 @@ class _Pipes(asyncio.SubprocessProtocol):
         """When the child was reaped (time.monotonic_ns)."""
         self._writable: asyncio.Future[None] | None = None  # pending while stdin's buffer is full
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, ChildTransport)
+        self._transport = transport
+
     def pipe_data_received(self, fd: int, data: bytes) -> None:
         self._output.append(data)
+        if self._wait_for_reader and self._transport is not None and self._output_full():
+            self._transport.pause_output()
+
+    def output_taken(self) -> None:
+        """A read took output: read the pipe again if it was stopped for the reader and there is room now."""
+        if self._wait_for_reader and self._transport is not None and not self._output_full():
+            self._transport.resume_output()
+
+    def _output_full(self) -> bool:
+        # The next pipe read may bring READ_BYTES: stop before it could push an unread byte out.
+        return self._output.unread_bytes > self._output.retain_bytes - READ_BYTES
 
     def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
         if fd == 1:

@@ -9,6 +9,9 @@ import path from 'node:path';
 import { toNumber, WorkerError } from './validate.mjs';
 
 export const DEFAULT_OUTPUT_RETENTION_BYTES = 8388608; // default_output_retention_bytes
+// output_flow wait_for_reader: the output stops being read while one more chunk (a pipe read is at most
+// 64 KiB; this leaves room for four) could push an unread byte out of the retention.
+const READ_SLACK_BYTES = 262144;
 const OUTPUT_DRAIN_MS = 100; // how long output may keep arriving after the leader exits
 const TREE_POLL_MS = 20;
 const TIMER_MAX_MS = 2147483647;
@@ -243,6 +246,8 @@ class ManagedProcess {
     this.endedAt = null;
     this.durationNs = null;
     this.log = new OutputLog(retentionBytes);
+    this.readMark = 0; // the furthest EndOffset a process/read has answered
+    this.outputTaken = () => {};
     this.child = null;
     this.stdinOpen = false;
     this.stopCause = null;
@@ -259,6 +264,11 @@ class ManagedProcess {
 
   notify() {
     for (const fn of [...this.listeners]) fn();
+  }
+
+  // Whether one more chunk of output could push an unread byte out of the retention.
+  outputFull() {
+    return this.log.total - this.readMark > this.log.retention - READ_SLACK_BYTES;
   }
 
   record() {
@@ -335,7 +345,7 @@ export class ProcessRegistry {
   }
 
   // cwd: the directory shown in the record; spawnCwd: the same directory with symlinks resolved.
-  async start({ operationId, argv, cwd, spawnCwd, env, stdin, timeoutMs, retentionBytes }) {
+  async start({ operationId, argv, cwd, spawnCwd, env, stdin, timeoutMs, retentionBytes, waitForReader }) {
     const proc = new ManagedProcess({
       id: this.newId(),
       operationId,
@@ -364,9 +374,14 @@ export class ProcessRegistry {
     });
     reader.on('data', (d) => {
       proc.log.append(d);
+      if (waitForReader && proc.outputFull()) reader.pause();
       proc.notify();
     });
     reader.resume();
+    // A reader that waits for its host ends the output only once it has been read.
+    proc.outputTaken = () => {
+      if (waitForReader && reader.isPaused() && !proc.outputFull()) reader.resume();
+    };
     let leaderExit = null;
     let outputEnded = false;
     let drainTimer = null;
@@ -407,7 +422,7 @@ export class ProcessRegistry {
       leaderExit = { code, sig, at: nowIso(), hr: process.hrtime.bigint() };
       if (child.stdin) child.stdin.destroy();
       if (outputEnded) finalize();
-      else drainTimer = setTimeout(finalize, OUTPUT_DRAIN_MS);
+      else if (!waitForReader) drainTimer = setTimeout(finalize, OUTPUT_DRAIN_MS);
     });
     this.emit('started', 'start', proc.record());
     if (timeoutMs) {
@@ -448,6 +463,8 @@ export class ProcessRegistry {
     const past = offset > log.total;
     const end = past ? offset : Math.min(log.total, offset + maxBytes);
     const bytes = end > offset ? log.slice(offset, end) : Buffer.alloc(0);
+    if (!past) proc.readMark = Math.max(proc.readMark, end);
+    proc.outputTaken();
     return {
       Process: proc.record(),
       Output: bytes.toString('base64'),

@@ -117,6 +117,7 @@ export const ProcessStartParams = object(
     stdin: bool(),
     timeout_ms: int(1, INT32_MAX),
     output_retention_bytes: int(1048576, 67108864), // min_retained_output_bytes..max_output_retention_bytes
+    output_flow: enumOf(['drop_oldest', 'wait_for_reader']),
   },
   ['argv', 'permission_mode'],
 );

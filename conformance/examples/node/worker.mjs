@@ -392,6 +392,7 @@ async function processStart(data) {
     timeoutMs: p.timeout_ms === undefined ? null : Number(p.timeout_ms),
     retentionBytes:
       p.output_retention_bytes === undefined ? DEFAULT_OUTPUT_RETENTION_BYTES : Number(p.output_retention_bytes),
+    waitForReader: p.output_flow === 'wait_for_reader',
   });
 }
 

@@ -182,6 +182,47 @@ async def retention(s: Session) -> None:
         )
 
 
+@WORKER.case("read.wait-for-reader")
+async def wait_for_reader(s: Session) -> None:
+    """With output_flow wait_for_reader the process waits for its reader and no byte is lost.
+
+    A process that writes 3 MiB at once into a 1 MiB retention stalls, still running, once its unread
+    output nears the retention (the output it counts stays within it); a reader going from each EndOffset
+    then gets all 3 MiB, never Truncated, and the process exits. Any other output_flow gets invalid_request.
+    """
+    await begin(s)
+    mode = await s.command_mode()
+    await s.error(
+        "process/start",
+        {"argv": ["true"], "permission_mode": mode, "output_flow": "block"},
+        "invalid_request",
+    )
+    retention = WORKER_MIN_RETAINED_OUTPUT_BYTES
+    total = 3 * retention
+    record = await start(
+        s,
+        ["head", "-c", str(total), "/dev/zero"],
+        output_retention_bytes=retention,
+        output_flow="wait_for_reader",
+    )
+
+    async def stalled() -> bool:
+        return bool((await get(s, record["id"]))["output_bytes"] >= retention // 2)
+
+    await s.until(stalled, "the process to write half its retention")
+    await asyncio.sleep(0.2)  # time enough to write the rest, were it not waiting
+    waiting = await get(s, record["id"])
+    s.expect(
+        waiting["status"] == "running" and waiting["output_bytes"] <= retention,
+        f"with nothing read, a process writing {total} bytes into a {retention}-byte retention is "
+        f"{waiting['status']} with {waiting['output_bytes']} bytes counted: it should wait, within the retention",
+    )
+    data = await read_until(s, record["id"], total)
+    s.expect(data == bytes(total), f"the reader got {len(data)} bytes, not the {total} zero bytes written")
+    ended = await wait_ended(s, record["id"])
+    s.expect(ended["status"] == "exited", f"head -c ended {ended['status']} once read")
+
+
 async def wait_complete(s: Session, process_id: str, total: int) -> None:
     """Wait until the process has ended by itself with `total` bytes of output counted."""
     ended = await wait_ended(s, process_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from wuu.generated.catalog import WORKER_DEFAULT_OUTPUT_RETENTION_BYTES, WORKER_MIN_RETAINED_OUTPUT_BYTES
+from wuu.generated.models import ProcessOutputFlow
 from wuu.worker import ExecutionBackendV4
 from wuu.worker.native.worker import NativeWorker
 
@@ -90,6 +91,18 @@ def ignores_output_retention(worker: NativeWorker, backend: ExecutionBackendV4) 
     return rewrite_params(
         "process/start", lambda params: {"output_retention_bytes": WORKER_DEFAULT_OUTPUT_RETENTION_BYTES}
     )(worker, backend)
+
+
+@mutant(
+    "never-waits-for-the-reader",
+    "drops the oldest output whatever output_flow asks",
+    "read.wait-for-reader",
+)
+def never_waits_for_the_reader(worker: NativeWorker, backend: ExecutionBackendV4) -> ExecutionBackendV4:
+    """process/start runs as if output_flow were always `drop_oldest`."""
+    return rewrite_params("process/start", lambda params: {"output_flow": ProcessOutputFlow.DROP_OLDEST})(
+        worker, backend
+    )
 
 
 @mutant(

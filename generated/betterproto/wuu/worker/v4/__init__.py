@@ -50,6 +50,7 @@ __all__ = (
     "ProcessGetParams",
     "ProcessListParams",
     "ProcessListResult",
+    "ProcessOutputFlow",
     "ProcessReadParams",
     "ProcessReadResult",
     "ProcessSignal",
@@ -585,6 +586,51 @@ class ProcessEventType(betterproto2.Enum):
             "PROCESS_EVENT_TYPE_EXITED": 2,
             "PROCESS_EVENT_TYPE_STOPPED": 3,
             "PROCESS_EVENT_TYPE_FAILED": 4,
+        }
+
+
+class ProcessOutputFlow(betterproto2.Enum):
+    """
+    What the worker does when a process writes faster than its output is read. The unread bytes are
+    those past the largest `EndOffset` that a `process/read` of the process has returned.
+    """
+
+    UNSPECIFIED = 0
+    """
+    Not set; never sent on the wire.
+    """
+
+    DROP_OLDEST = 1
+    """
+    `drop_oldest`: The worker reads the process's output as fast as it comes: the process never
+    waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below
+    the retained start says `Truncated`).
+    """
+
+    WAIT_FOR_READER = 2
+    """
+    `wait_for_reader`: The worker stops reading the process's output while it would otherwise lose
+    an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its
+    writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte,
+    never `Truncated`. A process whose output nobody reads stops at its first write past the
+    retention, and it cannot end before its output has been read, unless it is stopped
+    (`process/stop`, `timeout_ms`).
+    """
+
+    @classmethod
+    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
+        return {
+            0: "PROCESS_OUTPUT_FLOW_UNSPECIFIED",
+            1: "PROCESS_OUTPUT_FLOW_DROP_OLDEST",
+            2: "PROCESS_OUTPUT_FLOW_WAIT_FOR_READER",
+        }
+
+    @classmethod
+    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
+        return {
+            "PROCESS_OUTPUT_FLOW_UNSPECIFIED": 0,
+            "PROCESS_OUTPUT_FLOW_DROP_OLDEST": 1,
+            "PROCESS_OUTPUT_FLOW_WAIT_FOR_READER": 2,
         }
 
 
@@ -1871,6 +1917,11 @@ class ProcessStartParams(betterproto2.Message):
     costs the worker little. From min_retained_output_bytes (1 MiB) to max_output_retention_bytes
     (64 MiB); a value outside that range gets `invalid_request`; default_output_retention_bytes
     (8 MiB) when omitted.
+    """
+
+    output_flow: "ProcessOutputFlow | None" = betterproto2.field(9, betterproto2.TYPE_ENUM, optional=True)
+    """
+    What the worker does when the process writes faster than `process/read` takes its output.
     """
 
 

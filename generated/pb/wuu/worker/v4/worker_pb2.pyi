@@ -73,6 +73,12 @@ class ProcessStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROCESS_STATUS_STOPPED: _ClassVar[ProcessStatus]
     PROCESS_STATUS_FAILED: _ClassVar[ProcessStatus]
 
+class ProcessOutputFlow(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROCESS_OUTPUT_FLOW_UNSPECIFIED: _ClassVar[ProcessOutputFlow]
+    PROCESS_OUTPUT_FLOW_DROP_OLDEST: _ClassVar[ProcessOutputFlow]
+    PROCESS_OUTPUT_FLOW_WAIT_FOR_READER: _ClassVar[ProcessOutputFlow]
+
 class ProcessSignal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROCESS_SIGNAL_UNSPECIFIED: _ClassVar[ProcessSignal]
@@ -148,6 +154,9 @@ PROCESS_STATUS_RUNNING: ProcessStatus
 PROCESS_STATUS_EXITED: ProcessStatus
 PROCESS_STATUS_STOPPED: ProcessStatus
 PROCESS_STATUS_FAILED: ProcessStatus
+PROCESS_OUTPUT_FLOW_UNSPECIFIED: ProcessOutputFlow
+PROCESS_OUTPUT_FLOW_DROP_OLDEST: ProcessOutputFlow
+PROCESS_OUTPUT_FLOW_WAIT_FOR_READER: ProcessOutputFlow
 PROCESS_SIGNAL_UNSPECIFIED: ProcessSignal
 PROCESS_SIGNAL_TERM: ProcessSignal
 PROCESS_SIGNAL_KILL: ProcessSignal
@@ -629,7 +638,7 @@ class ExecutionProcessV4(_message.Message):
     def __init__(self, id: _Optional[str] = ..., operation_id: _Optional[str] = ..., root_thread_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., status: _Optional[_Union[ProcessStatus, str]] = ..., pid: _Optional[int] = ..., exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., duration_ns: _Optional[int] = ..., output_bytes: _Optional[int] = ...) -> None: ...
 
 class ProcessStartParams(_message.Message):
-    __slots__ = ("operation_id", "argv", "cwd", "env", "permission_mode", "stdin", "timeout_ms", "output_retention_bytes")
+    __slots__ = ("operation_id", "argv", "cwd", "env", "permission_mode", "stdin", "timeout_ms", "output_retention_bytes", "output_flow")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -645,6 +654,7 @@ class ProcessStartParams(_message.Message):
     STDIN_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_RETENTION_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FLOW_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     argv: _containers.RepeatedScalarFieldContainer[str]
     cwd: str
@@ -653,7 +663,8 @@ class ProcessStartParams(_message.Message):
     stdin: bool
     timeout_ms: int
     output_retention_bytes: int
-    def __init__(self, operation_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ..., stdin: _Optional[bool] = ..., timeout_ms: _Optional[int] = ..., output_retention_bytes: _Optional[int] = ...) -> None: ...
+    output_flow: ProcessOutputFlow
+    def __init__(self, operation_id: _Optional[str] = ..., argv: _Optional[_Iterable[str]] = ..., cwd: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., permission_mode: _Optional[_Union[_permissions_pb2.PermissionMode, str]] = ..., stdin: _Optional[bool] = ..., timeout_ms: _Optional[int] = ..., output_retention_bytes: _Optional[int] = ..., output_flow: _Optional[_Union[ProcessOutputFlow, str]] = ...) -> None: ...
 
 class ProcessListParams(_message.Message):
     __slots__ = ()
