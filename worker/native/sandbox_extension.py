@@ -112,10 +112,18 @@ class ExtensionSpawner(Spawner):
             raise
         finally:
             os.close(status)
+        reading = asyncio.ensure_future(asyncio.to_thread(_read_report, report))
         try:
-            said = await asyncio.wait_for(asyncio.to_thread(_read_report, report), REPORT_TIMEOUT_S)
+            # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that comes as the report does, and the
+            # command would run on for a request that was cancelled.
+            done, _ = await asyncio.wait((reading,), timeout=REPORT_TIMEOUT_S)
+            if not done:
+                raise subprocess.SubprocessError(
+                    f"the sandbox extension said nothing within {REPORT_TIMEOUT_S:g} s"
+                )
+            said = reading.result()
         except BaseException:
-            _kill(child)
+            _kill(child)  # which also ends the report, and so the thread reading it
             raise
         if said != CONFINED:
             _kill(child)
