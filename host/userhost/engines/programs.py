@@ -42,8 +42,10 @@ async def stop(process: asyncio.subprocess.Process) -> None:
 
 
 def said(stderr: IO[bytes]) -> str:
-    """The end of what the program wrote to `stderr`."""
-    stderr.seek(0)
+    """The end of what the program wrote to `stderr` (only the end is read: a long session's file can be
+    large)."""
+    size = stderr.seek(0, os.SEEK_END)
+    stderr.seek(max(0, size - 4 * STDERR_TAIL))  # a character is at most 4 bytes of UTF-8
     return stderr.read().decode(errors="replace")[-STDERR_TAIL:].strip()
 
 
