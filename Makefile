@@ -72,7 +72,7 @@ test: check-generated lint bytecode
 ## CHAOS_ARGS passes --seed/--only/--json; `make test` runs every row small (tests/chaos)
 chaos: bytecode
 	$(PY) -m tools.chaos $(CHAOS_ARGS)
-	WUU_DIFFERENTIAL_EXAMPLES=1000 $(PY) -m pytest -q -n 2 tests/spec/test_differential.py
+	WUU_DIFFERENTIAL_EXAMPLES=1000 $(PY) -m pytest -q -n 2 tests/spec/test_differential.py tests/spec/test_plain.py
 	WUU_CHAOS_SCALE=8 $(PY) -m pytest -q tests/host/userhost/review/test_chaos.py
 
 ## conformance: both suites against the reference implementations: the worker suite against the native

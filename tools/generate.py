@@ -11,6 +11,8 @@ Writes, from scratch every time:
   tools/templates/, wire.py with its schema-checked models filled in;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
 - openapi/userhost.openapi.json: the user host's HTTP binding as an OpenAPI 3.1 document (tools/openapi.py);
+- plain.py: plain-Python twins of the models a worker decodes, with generated checks and no pydantic
+  (tools/plain.py, on tools/templates/plain.py);
 - catalog.py: the method catalogs, protocol constants, and the JSON-RPC number, HTTP status and gRPC status of
   each error code, as typed tables;
 - clients.py: one typed client method per request method of each protocol;
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import openapi, speclint
+from tools.plain import generate_plain
 from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs
 from tools.templates.keywords import (
     CODE_TABLES,
@@ -712,7 +715,19 @@ def generate(out: Path) -> None:
     assert placeholder in wire
     wire = wire.replace(placeholder, f"SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset({{{checked}}})")
     write(out / "wire.py", header("tools/templates/wire.py and spec/schema") + wire)
-    areas = generate_area_modules(out, generate_models(spec_bundle))
+    models_source = generate_models(spec_bundle)
+    areas = generate_area_modules(out, models_source)
+    worker_methods = json.loads((SPEC / "methods" / "worker.json").read_text("utf-8"))
+    write(
+        out / "plain.py",
+        generate_plain(
+            spec_bundle,
+            worker_methods,
+            models_source,
+            header("tools/templates/plain.py and spec/ (tools/plain.py)"),
+            (TEMPLATES / "plain.py").read_text("utf-8"),
+        ),
+    )
     generate_catalog(out, spec_bundle)
     generate_clients(out)
     generate_servers(out)

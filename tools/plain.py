@@ -1,0 +1,464 @@
+"""The plain-Python twins of the worker protocol's models (`generated/plain.py`), generated from the bundle.
+
+A worker must answer `initialize` soon after it is spawned, and importing pydantic alone takes longer than a
+whole echo worker. So the defs a worker decodes (every worker method's params and result, every tool's
+arguments and metadata, and the config files a worker reads) also get a plain class each: its `_decode`
+checks a value against the def with straight-line code written here from the schema, and builds the instance.
+The pydantic models stay the typed API of hosts; `tests/spec/test_plain.py` holds the two to the schemas.
+
+The attribute names and enum member names are the models' own (read from the models' source), so code written
+against a model reads the same against its plain twin. A schema keyword this generator does not know stops
+`make generate`: a def must never be decoded more loosely than its schema says.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from tools.templates.keywords import MAX_DECODED_BYTES, MAX_SUM, MAX_UTF8_BYTES, python_pattern
+
+CONFIG_ROOTS = ("SensitivePathRules", "RedactionRules", "SandboxProcessProbe")
+"""The config files a worker reads, beside its protocol's messages."""
+EXTRA_ROOTS = ("ErrorCode", "ProcessEvent", "ToolResult")
+
+# Keywords that say nothing about which values a def accepts.
+ANNOTATIONS = {
+    "description",
+    "title",
+    "examples",
+    "x-enum-descriptions",
+    "contentEncoding",
+    "format",
+    "$comment",
+}
+KNOWN = ANNOTATIONS | {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "propertyNames",
+    "items",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "enum",
+    "const",
+    "default",
+    "$ref",
+    "oneOf",
+    "discriminator",
+    MAX_UTF8_BYTES,
+    MAX_DECODED_BYTES,
+    MAX_SUM,
+}
+
+
+def worker_roots(methods: dict[str, Any]) -> list[str]:
+    """The defs a worker decodes or encodes: its catalog's params, results, tool arguments and metadata."""
+    roots = set(CONFIG_ROOTS) | set(EXTRA_ROOTS)
+    for method in methods["methods"]:
+        roots |= {method[key] for key in ("params", "result") if method.get(key)}
+    for tool in methods["tools"]:
+        roots |= {tool["arguments"], tool["metadata"]}
+    return sorted(roots)
+
+
+def ref_name(schema: dict[str, Any]) -> str:
+    ref: str = schema["$ref"]
+    assert ref.startswith("#/$defs/"), ref
+    return ref.removeprefix("#/$defs/")
+
+
+def closure(defs: dict[str, Any], roots: Iterable[str]) -> list[str]:
+    """The roots and every def they reference, sorted by name."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo.extend(references(defs[name]))
+    return sorted(seen)
+
+
+def references(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {ref_name(node)} if "$ref" in node else set()
+        for key, value in node.items():
+            if key == "properties":
+                found |= references(list(value.values()))
+            elif key not in ANNOTATIONS and key not in ("enum", "const", "default"):
+                found |= references(value)
+        return found
+    if isinstance(node, list):
+        return set().union(*(references(item) for item in node)) if node else set()
+    return set()
+
+
+def model_names(models_source: str) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    """From the models' source: each model's wire name -> attribute name, and each enum's value -> member."""
+    fields: dict[str, dict[str, str]] = {}
+    members: dict[str, dict[str, str]] = {}
+    for node in ast.parse(models_source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        bases = {base.id for base in node.bases if isinstance(base, ast.Name)}
+        if "StrEnum" in bases:
+            members[node.name] = {
+                statement.value.value: statement.targets[0].id
+                for statement in node.body
+                if isinstance(statement, ast.Assign)
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, ast.Constant)
+            }
+        elif "WireModel" in bases:
+            table = fields.setdefault(node.name, {})
+            for statement in node.body:
+                if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                    aliases = [
+                        keyword.value.value
+                        for call in ast.walk(statement)
+                        if isinstance(call, ast.Call)
+                        for keyword in call.keywords
+                        if keyword.arg == "alias" and isinstance(keyword.value, ast.Constant)
+                    ]
+                    table[aliases[0] if aliases else statement.target.id] = statement.target.id
+    return fields, members
+
+
+def first_paragraph(text: str | None) -> str:
+    paragraph = (text or "").strip().split("\n\n")[0].replace("\\", "\\\\").replace('"""', "'''")
+    return paragraph or "(no description)"
+
+
+class Writer:
+    """Emits the module: one checker function per distinct field schema, one class per def."""
+
+    def __init__(self, defs: dict[str, Any], names: list[str], models_source: str) -> None:
+        self.defs = defs
+        self.names = names
+        self.fields, self.members = model_names(models_source)
+        self.functions: dict[str, str] = {}
+        self.patterns: dict[str, str] = {}
+
+    # --- kinds of def -------------------------------------------------------------------------
+
+    def kind(self, name: str) -> str:
+        schema = self.defs[name]
+        if schema.get("type") == "object" and "properties" in schema:
+            return "model"
+        if "enum" in schema and name in self.members:
+            return "enum"
+        return "scalar"
+
+    def pattern(self, pattern: str) -> str:
+        """The module-level name of a compiled pattern (ECMAScript's, read as `keywords.python_pattern`)."""
+        if pattern not in self.patterns:
+            self.patterns[pattern] = f"_PATTERN_{len(self.patterns)}"
+        return self.patterns[pattern]
+
+    # --- checkers -----------------------------------------------------------------------------
+
+    def checker(self, name: str, schema: dict[str, Any]) -> str:
+        """The name of a function `(value, at) -> decoded` that checks `schema` (emitted once)."""
+        unknown = set(schema) - KNOWN
+        if unknown:
+            raise SystemExit(f"plain: {name} uses {sorted(unknown)}, which tools/plain.py does not generate")
+        if "$ref" in schema:
+            target = ref_name(schema)
+            if self.kind(target) == "model":
+                return f"{target}._decode"
+            return self.checker(f"_check_{target}", self.defs[target])
+        if name in self.functions:
+            return name
+        if "oneOf" in schema:
+            self.functions[name] = self.tagged_union(name, schema)
+            return name
+        self.functions[name] = ""  # claimed: a recursive def refers to its own checker
+        self.functions[name] = self.check_body(name, schema)
+        return name
+
+    def tagged_union(self, name: str, schema: dict[str, Any]) -> str:
+        """A `oneOf` of object defs told apart by a `const` property (its `discriminator`): the branches cannot
+        overlap, so the value is the branch its tag names."""
+        tag = schema.get("discriminator", {}).get("propertyName")
+        if set(schema) - ANNOTATIONS != {"oneOf", "discriminator"} or not tag:
+            raise SystemExit(
+                f"plain: {name} is a oneOf without a discriminator; only tagged unions are generated"
+            )
+        lines = [
+            'if type(value) is not dict:\n    raise Invalid(at, "is not an object")',
+            f"tag = value.get({tag!r})",
+        ]
+        tags = []
+        for branch in schema["oneOf"]:
+            target = ref_name(branch)
+            value = self.defs[target]["properties"][tag]["const"]
+            tags.append(value)
+            lines.append(f"if tag == {value!r}:\n    return {target}._decode(value, at)")
+        lines.append(f"raise Invalid(_at(at, {tag!r}), {'is not one of ' + ', '.join(tags)!r})")
+        return f"def {name}(value: Any, at: str) -> Any:\n" + indent("\n".join(lines))
+
+    def check_body(self, name: str, schema: dict[str, Any]) -> str:
+        lines: list[str] = []
+        types = schema.get("type", [])
+        types = [types] if isinstance(types, str) else list(types)
+        if "null" in types:
+            lines.append("if value is None:\n    return None")
+            types.remove("null")
+        if len(types) > 1:
+            raise SystemExit(f"plain: {name} has several types {types}")
+        kind = types[0] if types else None
+        result = "value"
+        if kind == "string":
+            lines.append('if type(value) is not str:\n    raise Invalid(at, "is not a string")')
+            if "minLength" in schema:
+                n = schema["minLength"]
+                lines.append(f'if len(value) < {n}:\n    raise Invalid(at, "is shorter than {n} characters")')
+            if "maxLength" in schema:
+                n = schema["maxLength"]
+                lines.append(f'if len(value) > {n}:\n    raise Invalid(at, "is longer than {n} characters")')
+            if "pattern" in schema:
+                lines.append(
+                    f"if not {self.pattern(schema['pattern'])}.search(value):\n"
+                    f"    raise Invalid(at, {'does not match ' + repr(schema['pattern'])!r})"
+                )
+        elif kind == "integer":
+            lines.append('if type(value) is not int:\n    raise Invalid(at, "is not an integer")')
+        elif kind == "number":
+            lines.append(
+                "if type(value) is not int and type(value) is not float:\n"
+                '    raise Invalid(at, "is not a number")'
+            )
+        elif kind == "boolean":
+            lines.append('if type(value) is not bool:\n    raise Invalid(at, "is not a boolean")')
+        elif kind == "array":
+            lines.append('if type(value) is not list:\n    raise Invalid(at, "is not an array")')
+            if "minItems" in schema:
+                n = schema["minItems"]
+                lines.append(f'if len(value) < {n}:\n    raise Invalid(at, "has fewer than {n} items")')
+            if "maxItems" in schema:
+                n = schema["maxItems"]
+                lines.append(f'if len(value) > {n}:\n    raise Invalid(at, "has more than {n} items")')
+            if "items" in schema:
+                item = self.checker(f"{name}_item", schema["items"])
+                lines.append(f"value = [{item}(item, _at(at, index)) for index, item in enumerate(value)]")
+            if schema.get("uniqueItems"):
+                lines.append('if _repeats(value):\n    raise Invalid(at, "has repeated items")')
+        elif kind == "object":
+            if "properties" in schema:
+                raise SystemExit(f"plain: {name} is an object with properties that is not a def")
+            lines.append('if type(value) is not dict:\n    raise Invalid(at, "is not an object")')
+            names = schema.get("propertyNames", {})
+            if set(names) - {"pattern"}:
+                raise SystemExit(f"plain: {name}'s propertyNames uses more than `pattern`")
+            extra = schema.get("additionalProperties", True)
+            if "pattern" in names:
+                lines.append(
+                    f"for key in value:\n    if not {self.pattern(names['pattern'])}.search(key):\n"
+                    f"        raise Invalid(_at(at, key), {'is not a name that matches ' + repr(names['pattern'])!r})"
+                )
+            if extra is False:
+                lines.append(
+                    'if value:\n    raise Invalid(_at(at, next(iter(value))), "is not allowed here")'
+                )
+            elif isinstance(extra, dict) and extra:
+                each = self.checker(f"{name}_value", extra)
+                lines.append(f"value = {{key: {each}(item, _at(at, key)) for key, item in value.items()}}")
+        elif kind is not None:
+            raise SystemExit(f"plain: {name} has type {kind!r}")
+        if "minimum" in schema:
+            n = schema["minimum"]
+            lines.append(f'if value < {n}:\n    raise Invalid(at, "is less than the minimum {n}")')
+        if "maximum" in schema:
+            n = schema["maximum"]
+            lines.append(f'if value > {n}:\n    raise Invalid(at, "is more than the maximum {n}")')
+        if "const" in schema:
+            lines.append(
+                f"if value != {schema['const']!r} or type(value) is not {type(schema['const']).__name__}:\n"
+                f"    raise Invalid(at, {'is not ' + json.dumps(schema['const'])!r})"
+            )
+        if "enum" in schema:
+            values = schema["enum"]
+            if not all(isinstance(value, str) for value in values):
+                raise SystemExit(f"plain: {name} has an enum of other values than strings")
+            refusal = f"raise Invalid(at, {'is not one of ' + ', '.join(values)!r})"
+            target = name.removeprefix("_check_")
+            if target in self.members:
+                lines.append(f"if value not in {target}._value2member_map_:\n    {refusal}")
+                result = f"{target}(value)"
+            else:
+                lines.append(f"if value not in {tuple(values)!r}:\n    {refusal}")
+        for keyword in (MAX_UTF8_BYTES, MAX_DECODED_BYTES, MAX_SUM):
+            if keyword in schema:
+                lines.append(
+                    f"problem = limit_violation({keyword!r}, {schema[keyword]!r}, value)\n"
+                    "if problem:\n    raise Invalid(at, problem)"
+                )
+        body = "\n".join([*lines, f"return {result}"])
+        return f"def {name}(value: Any, at: str) -> Any:\n" + indent(body)
+
+    def py_type(self, schema: dict[str, Any]) -> str:
+        """The Python type of what `schema`'s checker returns."""
+        if "$ref" in schema:
+            target = ref_name(schema)
+            return target if self.kind(target) != "scalar" else self.py_type(self.defs[target])
+        if "oneOf" in schema:
+            return " | ".join(ref_name(branch) for branch in schema["oneOf"])
+        types = schema.get("type", [])
+        types = [types] if isinstance(types, str) else list(types)
+        simple = {"string": "str", "integer": "int", "number": "float", "boolean": "bool"}
+        found = []
+        for kind in types:
+            if kind == "array":
+                found.append(f"list[{self.py_type(schema['items']) if 'items' in schema else 'Any'}]")
+            elif kind == "object":
+                extra = schema.get("additionalProperties", True)
+                found.append(
+                    f"dict[str, {self.py_type(extra) if isinstance(extra, dict) and extra else 'Any'}]"
+                )
+            elif kind == "null":
+                continue
+            else:
+                found.append(simple[kind])
+        if "null" in types:
+            found.append("None")
+        return " | ".join(found) or "Any"
+
+    # --- defs ---------------------------------------------------------------------------------
+
+    def enum(self, name: str) -> str:
+        schema = self.defs[name]
+        members = self.members[name]
+        body = [f'"""{first_paragraph(schema.get("description"))}"""', ""]
+        body += [f"{members[value]} = {value!r}" for value in schema["enum"]]
+        return f"class {name}(StrEnum):\n" + indent("\n".join(body))
+
+    def model(self, name: str) -> str:
+        schema = self.defs[name]
+        extensions = schema.get("additionalProperties", True)
+        if extensions not in (True, False):
+            raise SystemExit(
+                f"plain: {name}'s additionalProperties is a schema; only true or false are generated"
+            )
+        attributes = self.fields[name]
+        required = set(schema.get("required", ()))
+        fields = []
+        annotations = []
+        decode = [
+            'if type(value) is not dict:\n    raise Invalid(at, "is not an object")',
+            "self = cls.__new__(cls)",
+        ]
+        if extensions:  # open: the keys of no field are extensions, kept as they came
+            decode += [
+                f"self._extra = {{key: item for key, item in value.items() if key not in _{name}_WIRE}} or None",
+                f"self._set = frozenset(_{name}_WIRE[key] for key in value if key in _{name}_WIRE)",
+            ]
+        else:
+            decode += [
+                f"for key in value:\n    if key not in _{name}_WIRE:\n"
+                f"        raise Invalid(_at(at, key), {'is not a field of ' + name!r})",
+                "self._extra = None",
+                f"self._set = frozenset(_{name}_WIRE[key] for key in value)",
+            ]
+        for wire, prop in schema["properties"].items():
+            attribute = attributes[wire]
+            check = self.checker(f"_check_{name}_{attribute}", prop)
+            nullable = "null" in (prop.get("type") or []) if isinstance(prop.get("type"), list) else False
+            default = prop.get("default")
+            if isinstance(default, (list, dict)):
+                raise SystemExit(f"plain: {name}.{wire} has a default that is not a scalar")
+            annotation = self.py_type(prop)
+            if wire not in required and default is None and "None" not in annotation:
+                annotation += " | None"
+            annotations.append(f"{attribute}: {annotation}")
+            if default is not None and "$ref" in prop and self.kind(ref_name(prop)) == "enum":
+                target = ref_name(prop)
+                default_code = f"{target}.{self.members[target][default]}"
+            else:
+                default_code = repr(default)
+            fields.append(f"({attribute!r}, {wire!r}, {wire in required!r}, {default_code})")
+            if wire in required:
+                decode.append(
+                    f'if {wire!r} not in value:\n    raise Invalid(_at(at, {wire!r}), "is required")\n'
+                    f"self.{attribute} = {check}(value[{wire!r}], _at(at, {wire!r}))"
+                )
+            else:
+                null_check = (
+                    ""
+                    if nullable
+                    else f'    if found is None:\n        raise Invalid(_at(at, {wire!r}), "is null")\n'
+                )
+                decode.append(
+                    f"found = value.get({wire!r}, _ABSENT)\n"
+                    f"if found is _ABSENT:\n    self.{attribute} = {default_code}\nelse:\n"
+                    + null_check
+                    + f"    self.{attribute} = {check}(found, _at(at, {wire!r}))"
+                )
+        decode.append("return self")
+        slots = ", ".join(repr(attributes[wire]) for wire in schema["properties"])
+        body = [
+            f'"""{first_paragraph(schema.get("description"))}"""',
+            "",
+            f"__slots__ = ({slots}{',' if len(schema['properties']) == 1 else ''})",
+            f"__fields__ = ({', '.join(fields)}{',' if len(fields) == 1 else ''})",
+            *annotations,
+            "",
+            "@classmethod\ndef _decode(cls, value: Any, at: str) -> Self:\n" + indent("\n".join(decode)),
+        ]
+        wire_map = ", ".join(f"{wire!r}: {attributes[wire]!r}" for wire in schema["properties"])
+        return (
+            f"class {name}(PlainModel):\n"
+            + indent("\n".join(body))
+            + f"\n\n\n_{name}_WIRE: dict[str, str] = {{{wire_map}}}"
+        )
+
+    def module(self, header: str, template: str) -> str:
+        classes = []
+        for name in self.names:
+            kind = self.kind(name)
+            if kind == "enum":
+                classes.append(self.enum(name))
+            elif kind == "model":
+                classes.append(self.model(name))
+            else:
+                self.checker(f"_check_{name}", self.defs[name])
+        patterns = "\n".join(
+            f"{variable} = re.compile({python_pattern(pattern)!r})"
+            for pattern, variable in self.patterns.items()
+        )
+        functions = "\n\n\n".join(self.functions[name] for name in sorted(self.functions))
+        names = ", ".join(f'"{name}"' for name in self.names if self.kind(name) != "scalar")
+        return (
+            header
+            + template
+            + f"\n\nPLAIN_DEFS: frozenset[str] = frozenset({{{names}}})\n"
+            + '"""The defs with a plain class here (the rest of the worker\'s defs are checked inline)."""\n\n'
+            + patterns
+            + "\n\n\n"
+            + "\n\n\n".join(classes)
+            + "\n\n\n"
+            + functions
+            + "\n"
+        )
+
+
+def indent(text: str) -> str:
+    return "\n".join(("    " + line) if line else line for line in text.split("\n"))
+
+
+def generate_plain(
+    spec_bundle: dict[str, Any], methods: dict[str, Any], models_source: str, header: str, template: str
+) -> str:
+    """The source of `generated/plain.py`: the template (the base class) and every worker def's plain twin."""
+    defs = spec_bundle["$defs"]
+    return Writer(defs, closure(defs, worker_roots(methods)), models_source).module(header, template)

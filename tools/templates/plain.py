@@ -1,0 +1,149 @@
+"""Plain-Python twins of the worker protocol's models: decoding validates against the def, and nothing here
+imports pydantic or jsonschema, so a worker answers `initialize` without paying for either.
+
+Each class below is generated (tools/plain.py) from its def in the spec, with the attribute and enum member
+names of its pydantic model (`models`). `model_validate` and `model_validate_json` check a value the way the
+schema does (strict: `"1"` is no integer, `4.0` neither; an optional field may be absent but never null) and
+raise `Invalid`, naming the field by its wire path. The constructor, like pydantic's `model_construct`, trusts
+its caller: what a worker builds to send is checked where it leaves (the worker SDK decodes every reply it
+encodes). `to_wire()` writes exactly the fields that were set, so a decoded message re-encodes to its JSON.
+"""
+
+from __future__ import annotations
+
+# `re` and `limit_violation` serve the generated checks below.
+import re  # noqa: F401
+from enum import StrEnum
+from typing import Any, ClassVar, Self
+
+import orjson
+
+from .keywords import limit_violation  # noqa: F401
+
+_ABSENT: Any = object()
+
+
+class Invalid(ValueError):
+    """A value that is not its def's. `location` is the dotted wire path of the first problem ("" for the
+    value as a whole; an array item by its index), `message` what is wrong there."""
+
+    def __init__(self, location: str, message: str) -> None:
+        super().__init__(f"{location or 'the value'}: {message}")
+        self.location = location
+        self.message = message
+
+
+class PlainModel:
+    """The base class of the plain twins: fields by attribute, the wire by `__fields__`."""
+
+    __slots__ = ("_extra", "_set")
+    # (attribute, wire name, required, default) of each field, in the def's order.
+    __fields__: ClassVar[tuple[tuple[str, str, bool, Any], ...]] = ()
+    _set: frozenset[str]
+    # The extension keys of a decoded open def (`additionalProperties: true`), else None.
+    _extra: dict[str, Any] | None
+
+    def __init__(self, **values: Any) -> None:
+        given = set()
+        for attribute, wire, required, default in self.__fields__:
+            value = values.pop(attribute, _ABSENT)
+            if value is _ABSENT or (value is None and not required):
+                if required:
+                    raise TypeError(f"{type(self).__name__}: {attribute} ({wire}) is required")
+                value = default
+            else:
+                given.add(attribute)
+            setattr(self, attribute, value)
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(values)[0]!r}")
+        self._set = frozenset(given)
+        self._extra = None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def model_validate(cls, value: Any) -> Self:
+        """`value` (decoded JSON) as this def; `Invalid` when it is not."""
+        return cls._decode(value, "")
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes, *, strict: bool = True) -> Self:
+        """JSON text as this def (always strict; `strict` is accepted for the models' signature)."""
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise Invalid("", f"is not JSON: {error}") from None
+        return cls._decode(value, "")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The message as JSON, by wire name: the fields that were set (a nullable one also as null) and the
+        extensions it was decoded with."""
+        wire = {
+            name: _wire(getattr(self, attribute))
+            for attribute, name, _, _ in self.__fields__
+            if attribute in self._set
+        }
+        if self._extra:
+            wire.update(self._extra)
+        return wire
+
+    def model_dump(self) -> dict[str, Any]:
+        """Every field by attribute name, defaults included, nested models as dicts."""
+        return {attribute: _dump(getattr(self, attribute)) for attribute, _, _, _ in self.__fields__}
+
+    @property
+    def model_fields_set(self) -> frozenset[str]:
+        """The attributes that were set, by a decoded message or the constructor."""
+        return self._set
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.model_dump() == other.model_dump() and self._extra == other._extra
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{attribute}={getattr(self, attribute)!r}" for attribute, _, _, _ in self.__fields__
+        )
+        return f"{type(self).__name__}({shown})"
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, PlainModel):
+        return value.to_wire()
+    if type(value) is list:
+        return [_wire(item) for item in value]
+    if type(value) is dict:
+        return {key: _wire(item) for key, item in value.items()}
+    if isinstance(value, StrEnum):
+        return value.value
+    return value
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, PlainModel):
+        return value.model_dump()
+    if type(value) is list:
+        return [_dump(item) for item in value]
+    if type(value) is dict:
+        return {key: _dump(item) for key, item in value.items()}
+    return value
+
+
+def _at(at: str, key: str | int) -> str:
+    return f"{at}.{key}" if at else str(key)
+
+
+def _repeats(items: list[Any]) -> bool:
+    """Whether two items are equal as JSON (`uniqueItems`): 1 and true differ, nested values compare deeply."""
+    seen = set()
+    for item in items:
+        key = orjson.dumps(_wire(item), option=orjson.OPT_SORT_KEYS)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
