@@ -32,8 +32,13 @@ MODELS = sorted(
     if isinstance(getattr(plain, name), type) and issubclass(getattr(plain, name), plain.PlainModel)
 )
 EXAMPLES_PER_KIND = int(os.environ.get("WUU_DIFFERENTIAL_EXAMPLES", "25"))
+# What a frame can carry: orjson reads an integer beyond 64 bits as a float, and JSON has no infinities.
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6,
 )
