@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .wire import MethodSpec, ToolSpec
+from .methods import MethodSpec, ToolSpec
 
 if TYPE_CHECKING:
     import grpc
 
     from .userhost import UserHostErrorCode
+    from .wire import WireModel
 
-    USERHOST_METHODS: Mapping[str, MethodSpec]
-    WORKER_METHODS: Mapping[str, MethodSpec]
-    WORKER_TOOLS: Mapping[str, ToolSpec]
+    USERHOST_METHODS: Mapping[str, MethodSpec[WireModel]]
+    WORKER_METHODS: Mapping[str, MethodSpec[WireModel]]
+    WORKER_TOOLS: Mapping[str, ToolSpec[WireModel]]
     USER_HOST_ERROR_CODE_JSONRPC_NUMBER: Mapping[UserHostErrorCode, int]
     USER_HOST_ERROR_CODE_HTTP_STATUS: Mapping[UserHostErrorCode, int]
     USER_HOST_ERROR_CODE_GRPC_STATUS: Mapping[UserHostErrorCode, grpc.StatusCode]
@@ -102,7 +103,7 @@ WORKER_CAPABILITIES: Final[Mapping[str, str]] = {
 """The capabilities of the worker protocol and what granting each promises."""
 
 
-def _userhost_methods() -> Mapping[str, MethodSpec]:
+def _userhost_methods() -> Mapping[str, MethodSpec[WireModel]]:
     """Every method of the userhost protocol, by wire name, in catalog order."""
     from .userhost import (
         AgentsHistoryReadParams,
@@ -500,7 +501,7 @@ def _userhost_methods() -> Mapping[str, MethodSpec]:
     }
 
 
-def _worker_methods() -> Mapping[str, MethodSpec]:
+def _worker_methods() -> Mapping[str, MethodSpec[WireModel]]:
     """Every method of the worker protocol, by wire name, in catalog order."""
     from .worker import (
         CancelParams,
@@ -698,7 +699,7 @@ def _worker_methods() -> Mapping[str, MethodSpec]:
     }
 
 
-def _worker_tools() -> Mapping[str, ToolSpec]:
+def _worker_tools() -> Mapping[str, ToolSpec[WireModel]]:
     """The core workspace tools of `execute`, by name."""
     from .worker import (
         EditFileArguments,

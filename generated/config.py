@@ -9,10 +9,11 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import CommandNetwork as CommandNetwork
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
-from .worker import CommandNetwork, FileRoot
+from .worker import FileRoot
 
 
 class CloudNetworkMode(StrEnum):

@@ -9,6 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import PermissionMode as PermissionMode
+from wuu.generated.plain import SensitivePathAccess as SensitivePathAccess
+from wuu.generated.plain import SensitivePathHome as SensitivePathHome
 from wuu.generated.wire import WireModel
 
 
@@ -202,25 +205,6 @@ class ExternalEngine(StrEnum):
     """
 
 
-class PermissionMode(StrEnum):
-    """
-    The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access (unless the binding's `command_network` asks: InitializeParams), process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal.
-    """
-
-    STANDARD = "standard"
-    """
-    Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (the workspace root and the file roots of the binding other than the system temporary directory, Wuu home included: InitializeParams `file_roots`) and a private temporary directory, not the whole shared temporary directory; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes.
-    """
-    READ_ONLY = "read_only"
-    """
-    Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes.
-    """
-    UNCONFINED = "unconfined"
-    """
-    Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu.
-    """
-
-
 SensitiveNameGlob = TypeAliasType(
     "SensitiveNameGlob",
     Annotated[
@@ -248,37 +232,6 @@ SensitivePathAbsolute = TypeAliasType(
 """
 An absolute, lexically normalized POSIX path: it starts with `/` and has no empty, `.` or `..` component and no trailing `/`.
 """
-
-
-class SensitivePathAccess(StrEnum):
-    """
-    The operations the dedicated tools refuse on a path that a rule matches.
-    """
-
-    WRITE = "write"
-    """
-    Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed.
-    """
-    READ_WRITE = "read_write"
-    """
-    Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name.
-    """
-
-
-class SensitivePathHome(StrEnum):
-    """
-    A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path.
-    """
-
-    USER = "user"
-    """
-    The home directory of the account the tool runs as (`$HOME`).
-    """
-    WUU = "wuu"
-    """
-    Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`.
-    """
-
 
 SensitivePathRuleId = TypeAliasType(
     "SensitivePathRuleId",

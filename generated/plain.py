@@ -13,14 +13,17 @@ encodes). `to_wire()` writes exactly the fields that were set, so a decoded mess
 
 from __future__ import annotations
 
-# `re` and `limit_violation` serve the generated checks below.
-import re  # noqa: F401
+import re
+from collections.abc import Mapping
+from copy import deepcopy
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import orjson
 
-from .keywords import limit_violation  # noqa: F401
+from .keywords import limit_violation  # noqa: F401 (the generated checks below)
+from .methods import MethodSpec, ToolSpec  # noqa: F401 (the method tables below)
 
 _ABSENT: Any = object()
 
@@ -67,7 +70,8 @@ class PlainModel:
 
     @classmethod
     def model_validate(cls, value: Any) -> Self:
-        """`value` (decoded JSON) as this def; `Invalid` when it is not."""
+        """`value` (decoded JSON) as this def; `Invalid` when it is not. An instance of the class, here or
+        nested where its def belongs, is taken as it is."""
         return cls._decode(value, "")
 
     @classmethod
@@ -94,6 +98,23 @@ class PlainModel:
     def model_dump(self) -> dict[str, Any]:
         """Every field by attribute name, defaults included, nested models as dicts."""
         return {attribute: _dump(getattr(self, attribute)) for attribute, _, _, _ in self.__fields__}
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with the fields in `update` (by attribute name) replaced, unchecked, as pydantic's."""
+        copy = type(self).__new__(type(self))
+        for attribute, _, _, _ in self.__fields__:
+            value = getattr(self, attribute)
+            setattr(copy, attribute, deepcopy(value) if deep else value)
+        copy._extra = deepcopy(self._extra) if deep else self._extra
+        copy._set = self._set
+        if update:
+            unknown = set(update) - {attribute for attribute, _, _, _ in self.__fields__}
+            if unknown:
+                raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+            for attribute, value in update.items():
+                setattr(copy, attribute, value)
+            copy._set = self._set | set(update)
+        return copy
 
     @property
     def model_fields_set(self) -> frozenset[str]:
@@ -134,6 +155,28 @@ def _dump(value: Any) -> Any:
     if type(value) is dict:
         return {key: _dump(item) for key, item in value.items()}
     return value
+
+
+class _Pattern:
+    """A pattern compiled on its first use: a process checks few of the spec's patterns, and compiling them
+    all would cost every worker's start-up."""
+
+    __slots__ = ("search", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.search = self._compile_and_search
+
+    def _compile_and_search(self, text: str) -> re.Match[str] | None:
+        compiled = re.compile(self.source)
+        self.search = lambda text: compiled.search(text)
+        return compiled.search(text)
+
+
+def spec_data(name: str) -> str:
+    """The text of `schema/data/<name>` (the spec's data files packaged beside this module), read without
+    `importlib.resources`, whose import costs more than the read."""
+    return Path(__file__).with_name("schema").joinpath("data", name).read_text("utf-8")
 
 
 def _at(at: str, key: str | int) -> str:
@@ -230,27 +273,27 @@ PLAIN_DEFS: frozenset[str] = frozenset(
 )
 """The defs with a plain class here (the rest of the worker's defs are checked inline)."""
 
-_PATTERN_0 = re.compile("^[^\\u0000]*\\Z")
-_PATTERN_1 = re.compile("^[A-Za-z_][A-Za-z0-9_]*\\Z")
-_PATTERN_2 = re.compile(
+_PATTERN_0 = _Pattern("^[^\\u0000]*\\Z")
+_PATTERN_1 = _Pattern("^[A-Za-z_][A-Za-z0-9_]*\\Z")
+_PATTERN_2 = _Pattern(
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
 )
-_PATTERN_3 = re.compile("^[a-z][a-z0-9_]*\\Z")
-_PATTERN_4 = re.compile("^[0-9a-f]{64}\\Z")
-_PATTERN_5 = re.compile("^/")
-_PATTERN_6 = re.compile("^[^\\u0000\\n\\r]+\\Z")
-_PATTERN_7 = re.compile("^[^-\\s\\u0000][^\\s\\u0000]*\\Z")
-_PATTERN_8 = re.compile("^[^\\u0000]*\\S[^\\u0000]*\\Z")
-_PATTERN_9 = re.compile("^[a-z][a-z0-9-]*\\Z")
-_PATTERN_10 = re.compile("^[^\\u0000\\n\\r]*\\Z")
-_PATTERN_11 = re.compile("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
-_PATTERN_12 = re.compile("^[^\\[\\]\\\\\\u0000]+\\Z")
-_PATTERN_13 = re.compile("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
-_PATTERN_14 = re.compile("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
-_PATTERN_15 = re.compile(
+_PATTERN_3 = _Pattern("^[a-z][a-z0-9_]*\\Z")
+_PATTERN_4 = _Pattern("^[0-9a-f]{64}\\Z")
+_PATTERN_5 = _Pattern("^/")
+_PATTERN_6 = _Pattern("^[^\\u0000\\n\\r]+\\Z")
+_PATTERN_7 = _Pattern("^[^-\\s\\u0000][^\\s\\u0000]*\\Z")
+_PATTERN_8 = _Pattern("^[^\\u0000]*\\S[^\\u0000]*\\Z")
+_PATTERN_9 = _Pattern("^[a-z][a-z0-9-]*\\Z")
+_PATTERN_10 = _Pattern("^[^\\u0000\\n\\r]*\\Z")
+_PATTERN_11 = _Pattern("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
+_PATTERN_12 = _Pattern("^[^\\[\\]\\\\\\u0000]+\\Z")
+_PATTERN_13 = _Pattern("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
+_PATTERN_14 = _Pattern("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
+_PATTERN_15 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*\\Z"
 )
-_PATTERN_16 = re.compile(
+_PATTERN_16 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
 )
 
@@ -266,6 +309,8 @@ class Actor(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -289,9 +334,13 @@ class ActorKind(StrEnum):
     """Who asks for the tool call."""
 
     AGENT = "agent"
+    """A model-driven agent of the conversation."""
     USER = "user"
+    """The person who owns the conversation, acting directly."""
     PLUGIN = "plugin"
+    """An installed extension acting through its own process API."""
     SYSTEM = "system"
+    """The host itself (recovery, maintenance)."""
 
 
 class CancelParams(PlainModel):
@@ -304,6 +353,8 @@ class CancelParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -330,6 +381,8 @@ class CancelResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -350,7 +403,9 @@ class CommandNetwork(StrEnum):
     """A network policy of confined commands."""
 
     UNRESTRICTED = "unrestricted"
+    """The OS sandbox does not restrict the network."""
     NO_TCP = "no_tcp"
+    """A confined command can neither bind a TCP socket to a port (0 included) nor connect one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only where its probe lists it (sandbox_process.schema.json)."""
 
 
 class DirEntry(PlainModel):
@@ -365,6 +420,8 @@ class DirEntry(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _DirEntry_WIRE} or None
@@ -388,9 +445,13 @@ class DirEntryType(StrEnum):
     """The type of a directory entry, not following symlinks."""
 
     FILE = "file"
+    """A regular file."""
     DIRECTORY = "directory"
+    """A directory."""
     SYMLINK = "symlink"
+    """A symbolic link (not followed)."""
     OTHER = "other"
+    """Anything else: a socket, a FIFO, a device."""
 
 
 class EditFileArguments(PlainModel):
@@ -411,6 +472,8 @@ class EditFileArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -455,6 +518,8 @@ class EditFileMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _EditFileMetadata_WIRE} or None
@@ -479,6 +544,8 @@ class EmptyResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -496,25 +563,45 @@ class ErrorCode(StrEnum):
     """The error codes of the worker protocol."""
 
     NOT_INITIALIZED = "not_initialized"
+    """A request other than `initialize` arrived before a successful `initialize`."""
     INITIALIZATION_FAILED = "initialization_failed"
+    """An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code."""
     TOKEN_MISMATCH = "token_mismatch"
+    """The request's token differs from the one pinned by the first successful `initialize`."""
     BINDING_IMMUTABLE = "binding_immutable"
+    """A repeated `initialize` carried data that differs from the pinned binding."""
     PROTOCOL_MISMATCH = "protocol_mismatch"
+    """The `initialize` version is not 4."""
     UNSUPPORTED_METHOD = "unsupported_method"
+    """The worker does not implement the method. A worker never substitutes a local fallback."""
     UNSUPPORTED_TOOL = "unsupported_tool"
+    """`execute` named a tool that the worker does not provide."""
     UNSUPPORTED_POLICY = "unsupported_policy"
+    """The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send)."""
     INVALID_REQUEST = "invalid_request"
+    """A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight."""
     CANCELLED = "cancelled"
+    """The request was cancelled by `cancel`, or by the end of the connection, before it finished."""
     REPLY_TOO_LARGE = "reply_too_large"
+    """The reply would exceed the frame size limit."""
     NOT_FOUND = "not_found"
+    """The named file, directory, process or export token does not exist."""
     WORKSPACE_MISSING = "workspace_missing"
+    """`require_existing_workspace` was true and the root does not exist."""
     PATH_OUTSIDE_ROOT = "path_outside_root"
+    """In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included)."""
     SENSITIVE_PATH = "sensitive_path"
+    """The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode."""
     PERMISSION_DENIED = "permission_denied"
+    """The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system."""
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    """A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead."""
     ARTIFACT_TOO_LARGE = "artifact_too_large"
+    """An export snapshot would exceed max_export_bytes."""
     PARENT_NOT_LIVE = "parent_not_live"
+    """A callback named a parent request that is no longer in flight."""
     INTERNAL = "internal"
+    """The worker failed in a way no other code describes."""
 
 
 class ExecCommandArguments(PlainModel):
@@ -535,6 +622,8 @@ class ExecCommandArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -595,6 +684,8 @@ class ExecCommandMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {
@@ -678,6 +769,8 @@ class ExecutionProcessV4(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -774,6 +867,8 @@ class ExecutionToolRequestV4(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -814,6 +909,8 @@ class ExportCloseParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -840,6 +937,8 @@ class ExportOpenParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -872,6 +971,8 @@ class ExportOpenResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -910,6 +1011,8 @@ class ExportReadParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -947,6 +1050,8 @@ class ExportReadResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -977,6 +1082,8 @@ class FileRoot(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1000,9 +1107,13 @@ class FileRootKind(StrEnum):
     """What a file root is to the user; the kind decides whether a `standard` command may write beneath it."""
 
     SCOPED_HOME = "scoped_home"
+    """The agent's scoped home directory: writable by `standard` commands."""
     WUU_HOME = "wuu_home"
+    """Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential files stay blocked for the dedicated tools."""
     WORKSPACE = "workspace"
+    """A registered user workspace: writable by `standard` commands."""
     TEMPORARY = "temporary"
+    """The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead)."""
 
 
 class GitAddArguments(PlainModel):
@@ -1016,6 +1127,8 @@ class GitAddArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1055,6 +1168,8 @@ class GitBranchArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1100,6 +1215,8 @@ class GitCheckoutArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1134,6 +1251,8 @@ class GitCommitArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1173,6 +1292,8 @@ class GitDiffArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1225,6 +1346,8 @@ class GitLogArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1287,6 +1410,8 @@ class GitMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _GitMetadata_WIRE} or None
@@ -1321,6 +1446,8 @@ class GitShowArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1354,6 +1481,8 @@ class GitStatusArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1415,6 +1544,8 @@ class InitializeParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1519,6 +1650,8 @@ class InitializeResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1567,6 +1700,8 @@ class ListDirArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1611,6 +1746,8 @@ class ListDirMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _ListDirMetadata_WIRE} or None
@@ -1628,8 +1765,11 @@ class PermissionMode(StrEnum):
     """The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access (unless the binding's `command_network` asks: InitializeParams), process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal."""
 
     STANDARD = "standard"
+    """Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (the workspace root and the file roots of the binding other than the system temporary directory, Wuu home included: InitializeParams `file_roots`) and a private temporary directory, not the whole shared temporary directory; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
     READ_ONLY = "read_only"
+    """Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
     UNCONFINED = "unconfined"
+    """Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu."""
 
 
 class ProcessEvent(PlainModel):
@@ -1648,6 +1788,8 @@ class ProcessEvent(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1674,21 +1816,32 @@ class ProcessEventCause(StrEnum):
     """Why a process event happened."""
 
     START = "start"
+    """The process was started by `process/start`."""
     EXIT = "exit"
+    """The process exited with a status."""
     SIGNAL = "signal"
+    """A signal the worker did not send ended the process."""
     STOP_REQUEST = "stop_request"
+    """`process/stop` ended the process."""
     TIMEOUT = "timeout"
+    """The process's `timeout_ms` expired."""
     SHUTDOWN = "shutdown"
+    """The worker's cleanup ended the process."""
     ERROR = "error"
+    """Starting or supervising the process failed."""
 
 
 class ProcessEventType(StrEnum):
     """What happened to a process."""
 
     STARTED = "started"
+    """The process started; the first event of every process that started. A process that could not start has only its `failed` event."""
     EXITED = "exited"
+    """The process ended by itself."""
     STOPPED = "stopped"
+    """The process was stopped (stop request, timeout or shutdown)."""
     FAILED = "failed"
+    """The process could not be started or supervised."""
 
 
 class ProcessGetParams(PlainModel):
@@ -1701,6 +1854,8 @@ class ProcessGetParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1726,6 +1881,8 @@ class ProcessListParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1749,6 +1906,8 @@ class ProcessListResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1769,7 +1928,9 @@ class ProcessOutputFlow(StrEnum):
     """What the worker does when a process writes faster than its output is read. The unread bytes are those past the largest `EndOffset` that a `process/read` of the process has returned."""
 
     DROP_OLDEST = "drop_oldest"
+    """The worker reads the process's output as fast as it comes: the process never waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below the retained start says `Truncated`)."""
     WAIT_FOR_READER = "wait_for_reader"
+    """The worker stops reading the process's output while it would otherwise lose an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte, never `Truncated`. A process whose output nobody reads stops at its first write past the retention, and it cannot end before its output has been read, unless it is stopped (`process/stop`, `timeout_ms`)."""
 
 
 class ProcessReadParams(PlainModel):
@@ -1792,6 +1953,8 @@ class ProcessReadParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1877,6 +2040,8 @@ class ProcessReadResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -1929,7 +2094,9 @@ class ProcessSignal(StrEnum):
     """The signal `process/stop` sends first."""
 
     TERM = "TERM"
+    """Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL."""
     KILL = "KILL"
+    """Kill the process tree at once."""
 
 
 class ProcessStartParams(PlainModel):
@@ -1970,6 +2137,8 @@ class ProcessStartParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2054,9 +2223,13 @@ class ProcessStatus(StrEnum):
     """The state of a background process."""
 
     RUNNING = "running"
+    """The process has started and not yet ended."""
     EXITED = "exited"
+    """The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`."""
     STOPPED = "stopped"
+    """The process was ended by `process/stop`, by its timeout, or by the worker's cleanup."""
     FAILED = "failed"
+    """The process could not be started or supervised (for example its program was not found)."""
 
 
 class ProcessStopParams(PlainModel):
@@ -2075,6 +2248,8 @@ class ProcessStopParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2117,6 +2292,8 @@ class ProcessWriteParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2159,6 +2336,8 @@ class ReadFileArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2211,6 +2390,8 @@ class ReadFileMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _ReadFileMetadata_WIRE} or None
@@ -2260,6 +2441,8 @@ class RedactionRule(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2305,6 +2488,8 @@ class RedactionRules(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2328,8 +2513,11 @@ class ResultView(StrEnum):
     """Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`."""
 
     OUTPUT = "output"
+    """The program's printed output only."""
     VALUE = "value"
+    """Only the JSON value of the program's final expression, encoded as JSON text."""
     BOTH = "both"
+    """The printed output, then a line with the JSON value."""
 
 
 class RunCodeParams(PlainModel):
@@ -2350,6 +2538,8 @@ class RunCodeParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2402,6 +2592,8 @@ class SandboxProcessProbe(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2460,6 +2652,8 @@ class SearchContentArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2546,6 +2740,8 @@ class SearchContentMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {
@@ -2591,6 +2787,8 @@ class SearchFilesArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2644,6 +2842,8 @@ class SearchFilesMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {
@@ -2686,6 +2886,8 @@ class SensitiveBasenameRule(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2752,6 +2954,8 @@ class SensitiveHomeRule(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2802,14 +3006,18 @@ class SensitivePathAccess(StrEnum):
     """The operations the dedicated tools refuse on a path that a rule matches."""
 
     WRITE = "write"
+    """Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed."""
     READ_WRITE = "read_write"
+    """Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name."""
 
 
 class SensitivePathHome(StrEnum):
     """A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path."""
 
     USER = "user"
+    """The home directory of the account the tool runs as (`$HOME`)."""
     WUU = "wuu"
+    """Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`."""
 
 
 class SensitivePathRules(PlainModel):
@@ -2823,6 +3031,8 @@ class SensitivePathRules(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2868,6 +3078,8 @@ class SensitivePathSuffixRule(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2921,6 +3133,8 @@ class ToolCall(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2951,6 +3165,8 @@ class ToolInvokeParams(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -2986,6 +3202,8 @@ class ToolResult(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -3023,6 +3241,8 @@ class WorkerInfo(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -3058,6 +3278,8 @@ class WriteFileArguments(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         for key in value:
@@ -3099,6 +3321,8 @@ class WriteFileMetadata(PlainModel):
     @classmethod
     def _decode(cls, value: Any, at: str) -> Self:
         if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
             raise Invalid(at, "is not an object")
         self = cls.__new__(cls)
         self._extra = {key: item for key, item in value.items() if key not in _WriteFileMetadata_WIRE} or None
@@ -3117,8 +3341,12 @@ class WriteFileMetadata(PlainModel):
 _WriteFileMetadata_WIRE: dict[str, str] = {"bytes_written": "bytes_written", "created": "created"}
 
 
+SensitivePathRule = SensitiveBasenameRule | SensitivePathSuffixRule | SensitiveHomeRule
+"""One sensitive-path rule, told apart by `kind`. A rule matches a path when one of its `patterns` matches and the path's last component matches none of its `exempt` globs."""
+
+
 def _check_ActorKind(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ActorKind._value2member_map_:
         raise Invalid(at, "is not one of agent, user, plugin, system")
@@ -3126,7 +3354,7 @@ def _check_ActorKind(value: Any, at: str) -> Any:
 
 
 def _check_Actor_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3140,7 +3368,7 @@ def _check_CancelResult_cancelled(value: Any, at: str) -> Any:
 
 
 def _check_CommandNetwork(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in CommandNetwork._value2member_map_:
         raise Invalid(at, "is not one of unrestricted, no_tcp")
@@ -3148,7 +3376,7 @@ def _check_CommandNetwork(value: Any, at: str) -> Any:
 
 
 def _check_DirEntryType(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in DirEntryType._value2member_map_:
         raise Invalid(at, "is not one of file, directory, symlink, other")
@@ -3156,7 +3384,7 @@ def _check_DirEntryType(value: Any, at: str) -> Any:
 
 
 def _check_DirEntry_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3174,13 +3402,13 @@ def _check_DirEntry_size(value: Any, at: str) -> Any:
 
 
 def _check_EditFileArguments_new_string(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_EditFileArguments_old_string(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3188,7 +3416,7 @@ def _check_EditFileArguments_old_string(value: Any, at: str) -> Any:
 
 
 def _check_EditFileArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3221,7 +3449,7 @@ def _check_ExecCommandArguments_argv(value: Any, at: str) -> Any:
 
 
 def _check_ExecCommandArguments_argv_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_0.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
@@ -3229,7 +3457,7 @@ def _check_ExecCommandArguments_argv_item(value: Any, at: str) -> Any:
 
 
 def _check_ExecCommandArguments_cwd(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3249,7 +3477,7 @@ def _check_ExecCommandArguments_env(value: Any, at: str) -> Any:
 
 
 def _check_ExecCommandArguments_env_value(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_0.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
@@ -3291,7 +3519,7 @@ def _check_ExecCommandMetadata_exit_code(value: Any, at: str) -> Any:
 def _check_ExecCommandMetadata_signal(value: Any, at: str) -> Any:
     if value is None:
         return None
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -3312,13 +3540,13 @@ def _check_ExecutionProcessV4_argv(value: Any, at: str) -> Any:
 
 
 def _check_ExecutionProcessV4_argv_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_ExecutionProcessV4_cwd(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3340,7 +3568,7 @@ def _check_ExecutionProcessV4_duration_ns(value: Any, at: str) -> Any:
 def _check_ExecutionProcessV4_ended_at(value: Any, at: str) -> Any:
     if value is None:
         return None
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_2.search(value):
         raise Invalid(
@@ -3363,7 +3591,7 @@ def _check_ExecutionProcessV4_exit_code(value: Any, at: str) -> Any:
 
 
 def _check_ExecutionProcessV4_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3371,7 +3599,7 @@ def _check_ExecutionProcessV4_id(value: Any, at: str) -> Any:
 
 
 def _check_ExecutionProcessV4_operation_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3399,7 +3627,7 @@ def _check_ExecutionProcessV4_pid(value: Any, at: str) -> Any:
 
 
 def _check_ExecutionProcessV4_root_thread_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3409,13 +3637,13 @@ def _check_ExecutionProcessV4_root_thread_id(value: Any, at: str) -> Any:
 def _check_ExecutionProcessV4_signal(value: Any, at: str) -> Any:
     if value is None:
         return None
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_ExecutionProcessV4_started_at(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_2.search(value):
         raise Invalid(
@@ -3426,7 +3654,7 @@ def _check_ExecutionProcessV4_started_at(value: Any, at: str) -> Any:
 
 
 def _check_ExecutionToolRequestV4_tool(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_3.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9_]*$'")
@@ -3434,7 +3662,7 @@ def _check_ExecutionToolRequestV4_tool(value: Any, at: str) -> Any:
 
 
 def _check_ExportCloseParams_token(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3442,7 +3670,7 @@ def _check_ExportCloseParams_token(value: Any, at: str) -> Any:
 
 
 def _check_ExportOpenParams_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3450,7 +3678,7 @@ def _check_ExportOpenParams_path(value: Any, at: str) -> Any:
 
 
 def _check_ExportOpenResult_sha256(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_4.search(value):
         raise Invalid(at, "does not match '^[0-9a-f]{64}$'")
@@ -3468,7 +3696,7 @@ def _check_ExportOpenResult_size(value: Any, at: str) -> Any:
 
 
 def _check_ExportOpenResult_token(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3496,7 +3724,7 @@ def _check_ExportReadParams_offset(value: Any, at: str) -> Any:
 
 
 def _check_ExportReadParams_token(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3504,7 +3732,7 @@ def _check_ExportReadParams_token(value: Any, at: str) -> Any:
 
 
 def _check_ExportReadResult_data(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -3516,7 +3744,7 @@ def _check_ExportReadResult_eof(value: Any, at: str) -> Any:
 
 
 def _check_FileRootKind(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in FileRootKind._value2member_map_:
         raise Invalid(at, "is not one of scoped_home, wuu_home, workspace, temporary")
@@ -3524,7 +3752,7 @@ def _check_FileRootKind(value: Any, at: str) -> Any:
 
 
 def _check_FileRoot_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3534,7 +3762,7 @@ def _check_FileRoot_path(value: Any, at: str) -> Any:
 
 
 def _check_FrameId(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3545,7 +3773,7 @@ def _check_FrameId(value: Any, at: str) -> Any:
 
 
 def _check_GitAddArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3564,7 +3792,7 @@ def _check_GitAddArguments_paths(value: Any, at: str) -> Any:
 
 
 def _check_GitBranchArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3572,7 +3800,7 @@ def _check_GitBranchArguments_path(value: Any, at: str) -> Any:
 
 
 def _check_GitBranchName(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3584,7 +3812,7 @@ def _check_GitBranchName(value: Any, at: str) -> Any:
 
 
 def _check_GitCheckoutArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3592,7 +3820,7 @@ def _check_GitCheckoutArguments_path(value: Any, at: str) -> Any:
 
 
 def _check_GitCommitArguments_message(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3604,7 +3832,7 @@ def _check_GitCommitArguments_message(value: Any, at: str) -> Any:
 
 
 def _check_GitCommitArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3612,7 +3840,7 @@ def _check_GitCommitArguments_path(value: Any, at: str) -> Any:
 
 
 def _check_GitDiffArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3645,7 +3873,7 @@ def _check_GitLogArguments_max_count(value: Any, at: str) -> Any:
 
 
 def _check_GitLogArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3687,7 +3915,7 @@ def _check_GitMetadata_withheld(value: Any, at: str) -> Any:
 
 
 def _check_GitMetadata_withheld_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3695,7 +3923,7 @@ def _check_GitMetadata_withheld_item(value: Any, at: str) -> Any:
 
 
 def _check_GitPathspec(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3707,7 +3935,7 @@ def _check_GitPathspec(value: Any, at: str) -> Any:
 
 
 def _check_GitRevision(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3719,7 +3947,7 @@ def _check_GitRevision(value: Any, at: str) -> Any:
 
 
 def _check_GitShowArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3727,7 +3955,7 @@ def _check_GitShowArguments_path(value: Any, at: str) -> Any:
 
 
 def _check_GitStatusArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3746,7 +3974,7 @@ def _check_InitializeParams_capabilities(value: Any, at: str) -> Any:
 
 
 def _check_InitializeParams_capabilities_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3766,7 +3994,7 @@ def _check_InitializeParams_environment(value: Any, at: str) -> Any:
 
 
 def _check_InitializeParams_environment_value(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -3786,7 +4014,7 @@ def _check_InitializeParams_identity(value: Any, at: str) -> Any:
 
 
 def _check_InitializeParams_identity_value(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -3804,7 +4032,7 @@ def _check_InitializeParams_require_existing_workspace(value: Any, at: str) -> A
 
 
 def _check_InitializeParams_root(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3814,7 +4042,7 @@ def _check_InitializeParams_root(value: Any, at: str) -> Any:
 
 
 def _check_InitializeParams_session(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3843,7 +4071,7 @@ def _check_InitializeResult_capabilities(value: Any, at: str) -> Any:
 
 
 def _check_InitializeResult_capabilities_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3860,7 +4088,7 @@ def _check_InitializeResult_methods(value: Any, at: str) -> Any:
 
 
 def _check_InitializeResult_methods_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3894,7 +4122,7 @@ def _check_ListDirArguments_include_hidden(value: Any, at: str) -> Any:
 
 
 def _check_ListDirArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3909,7 +4137,7 @@ def _check_ListDirMetadata_entries(value: Any, at: str) -> Any:
 
 
 def _check_PermissionMode(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in PermissionMode._value2member_map_:
         raise Invalid(at, "is not one of standard, read_only, unconfined")
@@ -3917,7 +4145,7 @@ def _check_PermissionMode(value: Any, at: str) -> Any:
 
 
 def _check_ProcessEventCause(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ProcessEventCause._value2member_map_:
         raise Invalid(at, "is not one of start, exit, signal, stop_request, timeout, shutdown, error")
@@ -3925,7 +4153,7 @@ def _check_ProcessEventCause(value: Any, at: str) -> Any:
 
 
 def _check_ProcessEventType(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ProcessEventType._value2member_map_:
         raise Invalid(at, "is not one of started, exited, stopped, failed")
@@ -3933,7 +4161,7 @@ def _check_ProcessEventType(value: Any, at: str) -> Any:
 
 
 def _check_ProcessGetParams_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -3948,7 +4176,7 @@ def _check_ProcessListResult_processes(value: Any, at: str) -> Any:
 
 
 def _check_ProcessOutputFlow(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ProcessOutputFlow._value2member_map_:
         raise Invalid(at, "is not one of drop_oldest, wait_for_reader")
@@ -3986,7 +4214,7 @@ def _check_ProcessReadParams_offset_bytes(value: Any, at: str) -> Any:
 
 
 def _check_ProcessReadParams_process(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4024,7 +4252,7 @@ def _check_ProcessReadResult_end_offset(value: Any, at: str) -> Any:
 
 
 def _check_ProcessReadResult_output(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -4062,7 +4290,7 @@ def _check_ProcessReadResult_truncated(value: Any, at: str) -> Any:
 
 
 def _check_ProcessSignal(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ProcessSignal._value2member_map_:
         raise Invalid(at, "is not one of TERM, KILL")
@@ -4079,7 +4307,7 @@ def _check_ProcessStartParams_argv(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStartParams_argv_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_0.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
@@ -4087,7 +4315,7 @@ def _check_ProcessStartParams_argv_item(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStartParams_cwd(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4107,7 +4335,7 @@ def _check_ProcessStartParams_env(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStartParams_env_value(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_0.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
@@ -4115,7 +4343,7 @@ def _check_ProcessStartParams_env_value(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStartParams_operation_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4149,7 +4377,7 @@ def _check_ProcessStartParams_timeout_ms(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStatus(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ProcessStatus._value2member_map_:
         raise Invalid(at, "is not one of running, exited, stopped, failed")
@@ -4167,7 +4395,7 @@ def _check_ProcessStopParams_grace_ms(value: Any, at: str) -> Any:
 
 
 def _check_ProcessStopParams_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4181,13 +4409,13 @@ def _check_ProcessWriteParams_close(value: Any, at: str) -> Any:
 
 
 def _check_ProcessWriteParams_data(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_ProcessWriteParams_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4215,7 +4443,7 @@ def _check_ReadFileArguments_offset_bytes(value: Any, at: str) -> Any:
 
 
 def _check_ReadFileArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4265,7 +4493,7 @@ def _check_RedactionRule_case_insensitive(value: Any, at: str) -> Any:
 
 
 def _check_RedactionRule_description(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4273,7 +4501,7 @@ def _check_RedactionRule_description(value: Any, at: str) -> Any:
 
 
 def _check_RedactionRule_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_9.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9-]*$'")
@@ -4281,7 +4509,7 @@ def _check_RedactionRule_id(value: Any, at: str) -> Any:
 
 
 def _check_RedactionRule_pattern(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4298,7 +4526,7 @@ def _check_RedactionRules_rules(value: Any, at: str) -> Any:
 
 
 def _check_RedactionRules_schema_(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "RedactionRules" or type(value) is not str:
         raise Invalid(at, 'is not "RedactionRules"')
@@ -4306,7 +4534,7 @@ def _check_RedactionRules_schema_(value: Any, at: str) -> Any:
 
 
 def _check_ResultView(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ResultView._value2member_map_:
         raise Invalid(at, "is not one of output, value, both")
@@ -4314,7 +4542,7 @@ def _check_ResultView(value: Any, at: str) -> Any:
 
 
 def _check_RunCodeParams_language(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4322,7 +4550,7 @@ def _check_RunCodeParams_language(value: Any, at: str) -> Any:
 
 
 def _check_RunCodeParams_source(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -4349,7 +4577,7 @@ def _check_SandboxProcessProbe_modes(value: Any, at: str) -> Any:
 
 
 def _check_SandboxProcessProbe_modes_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ("standard", "read_only"):
         raise Invalid(at, "is not one of standard, read_only")
@@ -4357,7 +4585,7 @@ def _check_SandboxProcessProbe_modes_item(value: Any, at: str) -> Any:
 
 
 def _check_SandboxProcessProbe_name(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4376,7 +4604,7 @@ def _check_SandboxProcessProbe_network(value: Any, at: str) -> Any:
 
 
 def _check_SandboxProcessProbe_network_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in ("no_tcp",):
         raise Invalid(at, "is not one of no_tcp")
@@ -4384,7 +4612,7 @@ def _check_SandboxProcessProbe_network_item(value: Any, at: str) -> Any:
 
 
 def _check_SandboxProcessProbe_protocol(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "sandbox.process@1" or type(value) is not str:
         raise Invalid(at, 'is not "sandbox.process@1"')
@@ -4409,7 +4637,7 @@ def _check_SearchContentArguments_globs(value: Any, at: str) -> Any:
 
 
 def _check_SearchContentArguments_globs_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4445,7 +4673,7 @@ def _check_SearchContentArguments_max_results(value: Any, at: str) -> Any:
 
 
 def _check_SearchContentArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4453,7 +4681,7 @@ def _check_SearchContentArguments_path(value: Any, at: str) -> Any:
 
 
 def _check_SearchContentArguments_pattern(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4507,7 +4735,7 @@ def _check_SearchFilesArguments_max_results(value: Any, at: str) -> Any:
 
 
 def _check_SearchFilesArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4524,7 +4752,7 @@ def _check_SearchFilesMetadata_paths(value: Any, at: str) -> Any:
 
 
 def _check_SearchFilesMetadata_paths_item(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4538,7 +4766,7 @@ def _check_SearchFilesMetadata_truncated(value: Any, at: str) -> Any:
 
 
 def _check_SearchGlob(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4559,7 +4787,7 @@ def _check_SensitiveBasenameRule_exempt(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveBasenameRule_kind(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "basename_glob" or type(value) is not str:
         raise Invalid(at, 'is not "basename_glob"')
@@ -4578,7 +4806,7 @@ def _check_SensitiveBasenameRule_patterns(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveBasenameRule_reason(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4595,7 +4823,7 @@ def _check_SensitiveHomeRule_exempt(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveHomeRule_kind(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "under_home" or type(value) is not str:
         raise Invalid(at, 'is not "under_home"')
@@ -4614,7 +4842,7 @@ def _check_SensitiveHomeRule_patterns(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveHomeRule_reason(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4622,7 +4850,7 @@ def _check_SensitiveHomeRule_reason(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveNameGlob(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_14.search(value):
         raise Invalid(at, "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+$'")
@@ -4630,7 +4858,7 @@ def _check_SensitiveNameGlob(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathAccess(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in SensitivePathAccess._value2member_map_:
         raise Invalid(at, "is not one of write, read_write")
@@ -4638,7 +4866,7 @@ def _check_SensitivePathAccess(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathHome(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value not in SensitivePathHome._value2member_map_:
         raise Invalid(at, "is not one of user, wuu")
@@ -4659,7 +4887,7 @@ def _check_SensitivePathRule(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathRuleId(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_13.search(value):
         raise Invalid(at, "does not match '^[a-z0-9]+(-[a-z0-9]+)*$'")
@@ -4676,7 +4904,7 @@ def _check_SensitivePathRules_rules(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathRules_schema_(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "SensitivePathRules" or type(value) is not str:
         raise Invalid(at, 'is not "SensitivePathRules"')
@@ -4693,7 +4921,7 @@ def _check_SensitivePathSuffixRule_exempt(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathSuffixRule_kind(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if value != "path_suffix_glob" or type(value) is not str:
         raise Invalid(at, 'is not "path_suffix_glob"')
@@ -4712,7 +4940,7 @@ def _check_SensitivePathSuffixRule_patterns(value: Any, at: str) -> Any:
 
 
 def _check_SensitivePathSuffixRule_reason(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4720,7 +4948,7 @@ def _check_SensitivePathSuffixRule_reason(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_15.search(value):
         raise Invalid(
@@ -4731,7 +4959,7 @@ def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
 
 
 def _check_SensitiveSuffixGlob(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_16.search(value):
         raise Invalid(
@@ -4742,13 +4970,13 @@ def _check_SensitiveSuffixGlob(value: Any, at: str) -> Any:
 
 
 def _check_ToolCall_arguments(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_ToolCall_id(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4756,13 +4984,13 @@ def _check_ToolCall_id(value: Any, at: str) -> Any:
 
 
 def _check_ToolInvokeParams_arguments(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_ToolInvokeParams_tool(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if not _PATTERN_3.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9_]*$'")
@@ -4782,13 +5010,13 @@ def _check_ToolResult_metadata(value: Any, at: str) -> Any:
 
 
 def _check_ToolResult_output(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
 
 def _check_WorkerInfo_name(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4796,7 +5024,7 @@ def _check_WorkerInfo_name(value: Any, at: str) -> Any:
 
 
 def _check_WorkerInfo_version(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4804,7 +5032,7 @@ def _check_WorkerInfo_version(value: Any, at: str) -> Any:
 
 
 def _check_WriteFileArguments_content(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     return value
 
@@ -4816,7 +5044,7 @@ def _check_WriteFileArguments_create_dirs(value: Any, at: str) -> Any:
 
 
 def _check_WriteFileArguments_path(value: Any, at: str) -> Any:
-    if type(value) is not str:
+    if not isinstance(value, str):
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
@@ -4837,3 +5065,297 @@ def _check_WriteFileMetadata_created(value: Any, at: str) -> Any:
     if type(value) is not bool:
         raise Invalid(at, "is not a boolean")
     return value
+
+
+WORKER_METHODS: Mapping[str, MethodSpec[PlainModel]] = {
+    "initialize": MethodSpec(
+        method="initialize",
+        direction="host_to_worker",
+        kind="request",
+        params=InitializeParams,
+        result=InitializeResult,
+        optional=False,
+        capability=None,
+        description="Bind the connection to a workspace and pin the token.",
+        user_input=False,
+    ),
+    "cancel": MethodSpec(
+        method="cancel",
+        direction="host_to_worker",
+        kind="request",
+        params=CancelParams,
+        result=CancelResult,
+        optional=False,
+        capability=None,
+        description="Cancel an in-flight request; answered at once.",
+        user_input=False,
+    ),
+    "execute": MethodSpec(
+        method="execute",
+        direction="host_to_worker",
+        kind="request",
+        params=ExecutionToolRequestV4,
+        result=ToolResult,
+        optional=False,
+        capability=None,
+        description="Run one workspace tool.",
+        user_input=False,
+    ),
+    "process/start": MethodSpec(
+        method="process/start",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessStartParams,
+        result=ExecutionProcessV4,
+        optional=False,
+        capability="process.start.v1",
+        description="Start a background process.",
+        user_input=False,
+    ),
+    "process/list": MethodSpec(
+        method="process/list",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessListParams,
+        result=ProcessListResult,
+        optional=False,
+        capability=None,
+        description="List the session's processes.",
+        user_input=False,
+    ),
+    "process/get": MethodSpec(
+        method="process/get",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessGetParams,
+        result=ExecutionProcessV4,
+        optional=False,
+        capability=None,
+        description="Get one process's record.",
+        user_input=False,
+    ),
+    "process/read": MethodSpec(
+        method="process/read",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessReadParams,
+        result=ProcessReadResult,
+        optional=False,
+        capability=None,
+        description="Read a process's combined output from an offset, long-polling for new bytes.",
+        user_input=False,
+    ),
+    "process/stop": MethodSpec(
+        method="process/stop",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessStopParams,
+        result=ExecutionProcessV4,
+        optional=False,
+        capability=None,
+        description="Stop a process and its whole tree.",
+        user_input=False,
+    ),
+    "process/write": MethodSpec(
+        method="process/write",
+        direction="host_to_worker",
+        kind="request",
+        params=ProcessWriteParams,
+        result=ExecutionProcessV4,
+        optional=True,
+        capability=None,
+        description="Write to a process's stdin.",
+        user_input=False,
+    ),
+    "export/open": MethodSpec(
+        method="export/open",
+        direction="host_to_worker",
+        kind="request",
+        params=ExportOpenParams,
+        result=ExportOpenResult,
+        optional=True,
+        capability=None,
+        description="Snapshot a file for export.",
+        user_input=False,
+    ),
+    "export/read": MethodSpec(
+        method="export/read",
+        direction="host_to_worker",
+        kind="request",
+        params=ExportReadParams,
+        result=ExportReadResult,
+        optional=True,
+        capability=None,
+        description="Read a chunk of a snapshot.",
+        user_input=False,
+    ),
+    "export/close": MethodSpec(
+        method="export/close",
+        direction="host_to_worker",
+        kind="request",
+        params=ExportCloseParams,
+        result=EmptyResult,
+        optional=True,
+        capability=None,
+        description="Release a snapshot.",
+        user_input=False,
+    ),
+    "run_code": MethodSpec(
+        method="run_code",
+        direction="host_to_worker",
+        kind="request",
+        params=RunCodeParams,
+        result=ToolResult,
+        optional=True,
+        capability=None,
+        description="Run a program that may call tools back through the host.",
+        user_input=False,
+    ),
+    "process/event": MethodSpec(
+        method="process/event",
+        direction="worker_to_host",
+        kind="notification",
+        params=ProcessEvent,
+        result=None,
+        optional=False,
+        capability=None,
+        description="A process started or ended.",
+        user_input=False,
+    ),
+    "tool/invoke": MethodSpec(
+        method="tool/invoke",
+        direction="worker_to_host",
+        kind="request",
+        params=ToolInvokeParams,
+        result=ToolResult,
+        optional=True,
+        capability=None,
+        description="A `run_code` callback: run a tool on behalf of the live parent request.",
+        user_input=False,
+    ),
+}
+"""Every method of the worker protocol, by wire name, in catalog order, with the plain classes."""
+
+WORKER_TOOLS: Mapping[str, ToolSpec[PlainModel]] = {
+    "read_file": ToolSpec(
+        tool="read_file",
+        arguments=ReadFileArguments,
+        metadata=ReadFileMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Read a byte range of a file as text.",
+    ),
+    "write_file": ToolSpec(
+        tool="write_file",
+        arguments=WriteFileArguments,
+        metadata=WriteFileMetadata,
+        mutating=True,
+        runs_commands=False,
+        description="Replace a file's content.",
+    ),
+    "edit_file": ToolSpec(
+        tool="edit_file",
+        arguments=EditFileArguments,
+        metadata=EditFileMetadata,
+        mutating=True,
+        runs_commands=False,
+        description="Replace exact text in a file.",
+    ),
+    "list_dir": ToolSpec(
+        tool="list_dir",
+        arguments=ListDirArguments,
+        metadata=ListDirMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="List a directory's entries.",
+    ),
+    "search_content": ToolSpec(
+        tool="search_content",
+        arguments=SearchContentArguments,
+        metadata=SearchContentMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Find the lines of files that match a pattern, through ripgrep.",
+    ),
+    "search_files": ToolSpec(
+        tool="search_files",
+        arguments=SearchFilesArguments,
+        metadata=SearchFilesMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Find the paths that match a glob.",
+    ),
+    "git_status": ToolSpec(
+        tool="git_status",
+        arguments=GitStatusArguments,
+        metadata=GitMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Show the state of a Git working tree and index.",
+    ),
+    "git_diff": ToolSpec(
+        tool="git_diff",
+        arguments=GitDiffArguments,
+        metadata=GitMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Show the unstaged or the staged changes of a Git repository, sensitive files withheld.",
+    ),
+    "git_log": ToolSpec(
+        tool="git_log",
+        arguments=GitLogArguments,
+        metadata=GitMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Show a bounded number of commits of a Git history.",
+    ),
+    "git_show": ToolSpec(
+        tool="git_show",
+        arguments=GitShowArguments,
+        metadata=GitMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="Show one commit and its patch, sensitive files withheld.",
+    ),
+    "git_add": ToolSpec(
+        tool="git_add",
+        arguments=GitAddArguments,
+        metadata=GitMetadata,
+        mutating=True,
+        runs_commands=False,
+        description="Stage files, refusing any sensitive path they would stage.",
+    ),
+    "git_commit": ToolSpec(
+        tool="git_commit",
+        arguments=GitCommitArguments,
+        metadata=GitMetadata,
+        mutating=True,
+        runs_commands=False,
+        description="Commit the staged changes without running hooks, refusing a staged sensitive path.",
+    ),
+    "git_branch": ToolSpec(
+        tool="git_branch",
+        arguments=GitBranchArguments,
+        metadata=GitMetadata,
+        mutating=False,
+        runs_commands=False,
+        description="List the local branches, or create one (refused in read_only).",
+    ),
+    "git_checkout": ToolSpec(
+        tool="git_checkout",
+        arguments=GitCheckoutArguments,
+        metadata=GitMetadata,
+        mutating=True,
+        runs_commands=False,
+        description="Switch the working tree to a branch or a revision.",
+    ),
+    "exec_command": ToolSpec(
+        tool="exec_command",
+        arguments=ExecCommandArguments,
+        metadata=ExecCommandMetadata,
+        mutating=False,
+        runs_commands=True,
+        description="Run a command to completion.",
+    ),
+}
+"""The core workspace tools of `execute`, by name, with the plain classes."""

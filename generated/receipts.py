@@ -9,9 +9,8 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import ErrorCode as ErrorCode
 from wuu.generated.wire import WireModel
-
-from .worker import ErrorCode
 
 ActionDigest = TypeAliasType(
     "ActionDigest",

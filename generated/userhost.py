@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StringConstraints
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import PermissionMode as PermissionMode
 from wuu.generated.wire import WireModel
 
-from .permissions import PermissionMode
 from .receipts import (
     ActionDigest,
     ActionReceipt,

@@ -18,7 +18,6 @@ has not checked): this module depends on `validators`, never the other way round
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Self, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -26,6 +25,8 @@ from pydantic.fields import FieldInfo
 from typing_extensions import TypeAliasType
 
 from .keywords import MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, limit_violation
+from .methods import MethodSpec as MethodSpec
+from .methods import ToolSpec as ToolSpec
 
 
 class WireModel(BaseModel):
@@ -131,31 +132,3 @@ def _duplicates(value: object) -> str | None:
         if any(item in seen[:index] for index, item in enumerate(seen)):
             return "has duplicate items"
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class MethodSpec:
-    """One method of a protocol, from the spec's method catalog."""
-
-    method: str
-    direction: str
-    kind: str
-    params: type[WireModel]
-    result: type[WireModel] | None
-    optional: bool
-    capability: str | None
-    description: str
-    user_input: bool = False
-    """A plugin method that takes the host-owned `user_input` envelope."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """One core workspace tool of `execute`, from the spec's method catalog."""
-
-    tool: str
-    arguments: type[WireModel]
-    metadata: type[WireModel]
-    mutating: bool
-    runs_commands: bool
-    description: str

@@ -2,39 +2,25 @@
 # Change the spec (or tools/ for the generator itself) and run `make generate`.
 """The models of spec/schema/worker/."""
 
-from enum import StrEnum
 from re import compile
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import ActorKind as ActorKind
+from wuu.generated.plain import CommandNetwork as CommandNetwork
+from wuu.generated.plain import DirEntryType as DirEntryType
+from wuu.generated.plain import ErrorCode as ErrorCode
+from wuu.generated.plain import FileRootKind as FileRootKind
+from wuu.generated.plain import PermissionMode as PermissionMode
+from wuu.generated.plain import ProcessEventCause as ProcessEventCause
+from wuu.generated.plain import ProcessEventType as ProcessEventType
+from wuu.generated.plain import ProcessOutputFlow as ProcessOutputFlow
+from wuu.generated.plain import ProcessSignal as ProcessSignal
+from wuu.generated.plain import ProcessStatus as ProcessStatus
+from wuu.generated.plain import ResultView as ResultView
 from wuu.generated.wire import WireModel
-
-from .permissions import PermissionMode
-
-
-class ActorKind(StrEnum):
-    """
-    Who asks for the tool call.
-    """
-
-    AGENT = "agent"
-    """
-    A model-driven agent of the conversation.
-    """
-    USER = "user"
-    """
-    The person who owns the conversation, acting directly.
-    """
-    PLUGIN = "plugin"
-    """
-    An installed extension acting through its own process API.
-    """
-    SYSTEM = "system"
-    """
-    The host itself (recovery, maintenance).
-    """
 
 
 class CancelResult(WireModel):
@@ -48,44 +34,6 @@ class CancelResult(WireModel):
     cancelled: bool
     """
     True when the named request was in flight and has been told to stop; false when it is unknown or already finished.
-    """
-
-
-class CommandNetwork(StrEnum):
-    """
-    A network policy of confined commands.
-    """
-
-    UNRESTRICTED = "unrestricted"
-    """
-    The OS sandbox does not restrict the network.
-    """
-    NO_TCP = "no_tcp"
-    """
-    A confined command can neither bind a TCP socket to a port (0 included) nor connect one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only where its probe lists it (sandbox_process.schema.json).
-    """
-
-
-class DirEntryType(StrEnum):
-    """
-    The type of a directory entry, not following symlinks.
-    """
-
-    FILE = "file"
-    """
-    A regular file.
-    """
-    DIRECTORY = "directory"
-    """
-    A directory.
-    """
-    SYMLINK = "symlink"
-    """
-    A symbolic link (not followed).
-    """
-    OTHER = "other"
-    """
-    Anything else: a socket, a FIFO, a device.
     """
 
 
@@ -137,93 +85,6 @@ class EmptyResult(WireModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-
-
-class ErrorCode(StrEnum):
-    """
-    The error codes of the worker protocol.
-    """
-
-    NOT_INITIALIZED = "not_initialized"
-    """
-    A request other than `initialize` arrived before a successful `initialize`.
-    """
-    INITIALIZATION_FAILED = "initialization_failed"
-    """
-    An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code.
-    """
-    TOKEN_MISMATCH = "token_mismatch"
-    """
-    The request's token differs from the one pinned by the first successful `initialize`.
-    """
-    BINDING_IMMUTABLE = "binding_immutable"
-    """
-    A repeated `initialize` carried data that differs from the pinned binding.
-    """
-    PROTOCOL_MISMATCH = "protocol_mismatch"
-    """
-    The `initialize` version is not 4.
-    """
-    UNSUPPORTED_METHOD = "unsupported_method"
-    """
-    The worker does not implement the method. A worker never substitutes a local fallback.
-    """
-    UNSUPPORTED_TOOL = "unsupported_tool"
-    """
-    `execute` named a tool that the worker does not provide.
-    """
-    UNSUPPORTED_POLICY = "unsupported_policy"
-    """
-    The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send).
-    """
-    INVALID_REQUEST = "invalid_request"
-    """
-    A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight.
-    """
-    CANCELLED = "cancelled"
-    """
-    The request was cancelled by `cancel`, or by the end of the connection, before it finished.
-    """
-    REPLY_TOO_LARGE = "reply_too_large"
-    """
-    The reply would exceed the frame size limit.
-    """
-    NOT_FOUND = "not_found"
-    """
-    The named file, directory, process or export token does not exist.
-    """
-    WORKSPACE_MISSING = "workspace_missing"
-    """
-    `require_existing_workspace` was true and the root does not exist.
-    """
-    PATH_OUTSIDE_ROOT = "path_outside_root"
-    """
-    In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included).
-    """
-    SENSITIVE_PATH = "sensitive_path"
-    """
-    The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode.
-    """
-    PERMISSION_DENIED = "permission_denied"
-    """
-    The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system.
-    """
-    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
-    """
-    A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead.
-    """
-    ARTIFACT_TOO_LARGE = "artifact_too_large"
-    """
-    An export snapshot would exceed max_export_bytes.
-    """
-    PARENT_NOT_LIVE = "parent_not_live"
-    """
-    A callback named a parent request that is no longer in flight.
-    """
-    INTERNAL = "internal"
-    """
-    The worker failed in a way no other code describes.
-    """
 
 
 ErrorString = TypeAliasType(
@@ -404,29 +265,6 @@ class ExportReadResult(WireModel):
     eof: bool
     """
     True when this chunk reaches the end of the snapshot.
-    """
-
-
-class FileRootKind(StrEnum):
-    """
-    What a file root is to the user; the kind decides whether a `standard` command may write beneath it.
-    """
-
-    SCOPED_HOME = "scoped_home"
-    """
-    The agent's scoped home directory: writable by `standard` commands.
-    """
-    WUU_HOME = "wuu_home"
-    """
-    Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential files stay blocked for the dedicated tools.
-    """
-    WORKSPACE = "workspace"
-    """
-    A registered user workspace: writable by `standard` commands.
-    """
-    TEMPORARY = "temporary"
-    """
-    The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead).
     """
 
 
@@ -615,64 +453,6 @@ class NotificationFrame(WireModel):
     """
 
 
-class ProcessEventCause(StrEnum):
-    """
-    Why a process event happened.
-    """
-
-    START = "start"
-    """
-    The process was started by `process/start`.
-    """
-    EXIT = "exit"
-    """
-    The process exited with a status.
-    """
-    SIGNAL = "signal"
-    """
-    A signal the worker did not send ended the process.
-    """
-    STOP_REQUEST = "stop_request"
-    """
-    `process/stop` ended the process.
-    """
-    TIMEOUT = "timeout"
-    """
-    The process's `timeout_ms` expired.
-    """
-    SHUTDOWN = "shutdown"
-    """
-    The worker's cleanup ended the process.
-    """
-    ERROR = "error"
-    """
-    Starting or supervising the process failed.
-    """
-
-
-class ProcessEventType(StrEnum):
-    """
-    What happened to a process.
-    """
-
-    STARTED = "started"
-    """
-    The process started; the first event of every process that started. A process that could not start has only its `failed` event.
-    """
-    EXITED = "exited"
-    """
-    The process ended by itself.
-    """
-    STOPPED = "stopped"
-    """
-    The process was stopped (stop request, timeout or shutdown).
-    """
-    FAILED = "failed"
-    """
-    The process could not be started or supervised.
-    """
-
-
 class ProcessGetParams(WireModel):
     """
     Get one process's record. An unknown id gets `not_found`.
@@ -695,21 +475,6 @@ class ProcessListParams(WireModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-
-
-class ProcessOutputFlow(StrEnum):
-    """
-    What the worker does when a process writes faster than its output is read. The unread bytes are those past the largest `EndOffset` that a `process/read` of the process has returned.
-    """
-
-    DROP_OLDEST = "drop_oldest"
-    """
-    The worker reads the process's output as fast as it comes: the process never waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below the retained start says `Truncated`).
-    """
-    WAIT_FOR_READER = "wait_for_reader"
-    """
-    The worker stops reading the process's output while it would otherwise lose an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte, never `Truncated`. A process whose output nobody reads stops at its first write past the retention, and it cannot end before its output has been read, unless it is stopped (`process/stop`, `timeout_ms`).
-    """
 
 
 class ProcessReadParams(WireModel):
@@ -766,21 +531,6 @@ class ProcessReadParams(WireModel):
     ] = 0
     """
     Nanoseconds to keep collecting after the first new byte, bounded by `MaxBytes`.
-    """
-
-
-class ProcessSignal(StrEnum):
-    """
-    The signal `process/stop` sends first.
-    """
-
-    TERM = "TERM"
-    """
-    Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL.
-    """
-    KILL = "KILL"
-    """
-    Kill the process tree at once.
     """
 
 
@@ -848,29 +598,6 @@ class ProcessStartParams(WireModel):
     )
     """
     What the worker does when the process writes faster than `process/read` takes its output.
-    """
-
-
-class ProcessStatus(StrEnum):
-    """
-    The state of a background process.
-    """
-
-    RUNNING = "running"
-    """
-    The process has started and not yet ended.
-    """
-    EXITED = "exited"
-    """
-    The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`.
-    """
-    STOPPED = "stopped"
-    """
-    The process was ended by `process/stop`, by its timeout, or by the worker's cleanup.
-    """
-    FAILED = "failed"
-    """
-    The process could not be started or supervised (for example its program was not found).
     """
 
 
@@ -1120,25 +847,6 @@ class RequestFrame(WireModel):
     data: dict[str, Any]
     """
     The method's parameters, shaped by the method's params schema. Parameters that violate that schema get `invalid_request`.
-    """
-
-
-class ResultView(StrEnum):
-    """
-    Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`.
-    """
-
-    OUTPUT = "output"
-    """
-    The program's printed output only.
-    """
-    VALUE = "value"
-    """
-    Only the JSON value of the program's final expression, encoded as JSON text.
-    """
-    BOTH = "both"
-    """
-    The printed output, then a line with the JSON value.
     """
 
 

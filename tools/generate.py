@@ -6,7 +6,8 @@ Writes, from scratch every time:
 - schema/bundle.json, schema/methods/*.json, schema/data/*.json, schema/source/*/*.schema.json: the spec,
   bundled and as written, as package data;
 - models.py: pydantic v2 models of every def (datamodel-code-generator), on the base class in wire.py;
-- wire.py (the models' base class), keywords.py (the spec's own keywords), validators.py (jsonschema
+- wire.py (the models' base class), keywords.py (the spec's own keywords), methods.py (the catalogs'
+  shapes), validators.py (jsonschema
   validators of every def), protojson.py, params.py (the strict decoding of a method's params): copies of
   tools/templates/, wire.py with its schema-checked models filled in;
 - worker.py, userhost.py, ...: one module per spec area re-exporting that area's models;
@@ -41,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from tools import openapi, speclint
-from tools.plain import generate_plain
-from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs
+from tools.plain import generate_plain, plain_enums
+from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs, method_row, tool_row
 from tools.templates.keywords import (
     CODE_TABLES,
     GRPC_STATUS,
@@ -260,6 +261,20 @@ def generate_models(spec_bundle: dict[str, Any]) -> str:
         return remove_class(target.read_text(encoding="utf-8"), spec_bundle["title"])
 
 
+def share_enums(source: str, names: list[str]) -> str:
+    """The models' source with these enums imported from `plain` instead of defined: a worker's enums and the
+    models' are then the same classes (`code is ErrorCode.CANCELLED` holds whichever module made `code`)."""
+    for name in names:
+        source = remove_class(source, name)
+    tree = ast.parse(source)
+    last_import = max(
+        node.end_lineno or 0 for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)
+    )
+    lines = source.splitlines(keepends=True)
+    shared = "".join(f"from {PACKAGE}.plain import {name} as {name}\n" for name in names)
+    return "".join([*lines[:last_import], shared, *lines[last_import:]])
+
+
 def defined_names(node: ast.stmt) -> list[str]:
     """The names a top-level statement of the models defines (a class, an enum or a type alias)."""
     if isinstance(node, ast.ClassDef):
@@ -310,8 +325,9 @@ def split_models(source: str, areas: dict[str, list[str]]) -> dict[str, str]:
     for node in imports:
         for alias in node.names:
             module = node.module if isinstance(node, ast.ImportFrom) else None
+            renamed = f" as {alias.asname}" if alias.asname else ""
             imported[alias.asname or alias.name] = (
-                f"from {module} import {alias.name}" if module else f"import {alias.name}"
+                f"from {module} import {alias.name}{renamed}" if module else f"import {alias.name}{renamed}"
             )
     modules: dict[str, str] = {}
     uses: dict[str, set[str]] = {}
@@ -321,9 +337,11 @@ def split_models(source: str, areas: dict[str, list[str]]) -> dict[str, str]:
         defined = {name for names, _, _ in own for name in names}
         foreign: dict[str, list[str]] = {}
         for name in sorted(used - defined):
-            if name in area_of:
+            if name in area_of and name not in imported:
                 foreign.setdefault(area_of[name], []).append(name)
-        header_lines = sorted(imported[name] for name in used if name in imported)
+        # A def of this area imported from elsewhere (a shared enum) is re-exported, used or not.
+        reexported = {name for name in areas[area] if name in imported}
+        header_lines = sorted(imported[name] for name in used | reexported if name in imported)
         cross = [f"from .{other} import {', '.join(names)}" for other, names in sorted(foreign.items())]
         body = "\n\n".join(text.rstrip("\n") for _, _, text in own)
         modules[area] = "\n".join([*header_lines, *cross]) + "\n\n\n" + body + "\n"
@@ -461,15 +479,9 @@ def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
             defs.add(entry["params"])
             if entry["result"]:
                 defs.add(entry["result"])
-            rows.append(
-                f"{entry['method']!r}: MethodSpec(method={entry['method']!r}, "
-                f"direction={entry['direction']!r}, kind={entry['kind']!r}, params={entry['params']}, "
-                f"result={entry['result'] or 'None'}, optional={entry['optional']!r}, "
-                f"capability={entry['capability']!r}, description={entry['description']!r}, "
-                f"user_input={entry.get('user_input', False)!r}),"
-            )
+            rows.append(method_row(entry))
         doc = f"Every method of the {protocol} protocol, by wire name, in catalog order."
-        kind = "Mapping[str, MethodSpec]"
+        kind = "Mapping[str, MethodSpec[WireModel]]"
         tables.append(
             (f"{prefix}_METHODS", kind, catalog_table(f"{prefix}_METHODS", kind, doc, rows, defs, area_of))
         )
@@ -477,12 +489,8 @@ def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
             defs, rows = set(), []
             for tool in catalog["tools"]:
                 defs.update((tool["arguments"], tool["metadata"]))
-                rows.append(
-                    f"{tool['tool']!r}: ToolSpec(tool={tool['tool']!r}, arguments={tool['arguments']}, "
-                    f"metadata={tool['metadata']}, mutating={tool['mutating']!r}, "
-                    f"runs_commands={tool['runs_commands']!r}, description={tool['description']!r}),"
-                )
-            doc, kind = "The core workspace tools of `execute`, by name.", "Mapping[str, ToolSpec]"
+                rows.append(tool_row(tool))
+            doc, kind = "The core workspace tools of `execute`, by name.", "Mapping[str, ToolSpec[WireModel]]"
             tables.append(
                 (f"{prefix}_TOOLS", kind, catalog_table(f"{prefix}_TOOLS", kind, doc, rows, defs, area_of))
             )
@@ -516,8 +524,8 @@ def generate_catalog(out: Path, spec_bundle: dict[str, Any]) -> None:
         + '"""\n\n'
         + "from __future__ import annotations\n\n"
         + "from collections.abc import Callable, Mapping\nfrom typing import TYPE_CHECKING, Any, Final\n\n"
-        + "from .wire import MethodSpec, ToolSpec\n\n"
-        + f"if TYPE_CHECKING:\n{checked_imports}\n"
+        + "from .methods import MethodSpec, ToolSpec\n\n"
+        + f"if TYPE_CHECKING:\n{checked_imports}    from .wire import WireModel\n\n"
         + "".join(f"    {name}: {kind}\n" for name, kind, _ in tables)
         + "".join(constants)
         + "".join(source for _, _, source in tables)
@@ -695,7 +703,7 @@ def generate(out: Path) -> None:
     # The schema files as written, so that tools can quote the spec text a JSON pointer names.
     for path in sorted((SPEC / "schema").glob("*/*.schema.json")):
         write(out / "schema" / "source" / path.parent.name / path.name, path.read_text("utf-8"))
-    for template in ("keywords.py", "validators.py", "protojson.py", "params.py"):
+    for template in ("keywords.py", "methods.py", "validators.py", "protojson.py", "params.py"):
         write(
             out / template, header(f"tools/templates/{template}") + (TEMPLATES / template).read_text("utf-8")
         )
@@ -716,7 +724,6 @@ def generate(out: Path) -> None:
     wire = wire.replace(placeholder, f"SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset({{{checked}}})")
     write(out / "wire.py", header("tools/templates/wire.py and spec/schema") + wire)
     models_source = generate_models(spec_bundle)
-    areas = generate_area_modules(out, models_source)
     worker_methods = json.loads((SPEC / "methods" / "worker.json").read_text("utf-8"))
     write(
         out / "plain.py",
@@ -728,6 +735,7 @@ def generate(out: Path) -> None:
             (TEMPLATES / "plain.py").read_text("utf-8"),
         ),
     )
+    areas = generate_area_modules(out, share_enums(models_source, plain_enums(spec_bundle, worker_methods)))
     generate_catalog(out, spec_bundle)
     generate_clients(out)
     generate_servers(out)

@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from tools.spec import method_row, tool_row
 from tools.templates.keywords import MAX_DECODED_BYTES, MAX_SUM, MAX_UTF8_BYTES, python_pattern
 
 CONFIG_ROOTS = ("SensitivePathRules", "RedactionRules", "SandboxProcessProbe")
@@ -220,7 +221,7 @@ class Writer:
         kind = types[0] if types else None
         result = "value"
         if kind == "string":
-            lines.append('if type(value) is not str:\n    raise Invalid(at, "is not a string")')
+            lines.append('if not isinstance(value, str):\n    raise Invalid(at, "is not a string")')
             if "minLength" in schema:
                 n = schema["minLength"]
                 lines.append(f'if len(value) < {n}:\n    raise Invalid(at, "is shorter than {n} characters")')
@@ -340,7 +341,11 @@ class Writer:
         schema = self.defs[name]
         members = self.members[name]
         body = [f'"""{first_paragraph(schema.get("description"))}"""', ""]
-        body += [f"{members[value]} = {value!r}" for value in schema["enum"]]
+        described = schema.get("x-enum-descriptions") or [None] * len(schema["enum"])
+        for value, description in zip(schema["enum"], described, strict=True):
+            body.append(f"{members[value]} = {value!r}")
+            if description:
+                body.append(f'"""{first_paragraph(description)}"""')
         return f"class {name}(StrEnum):\n" + indent("\n".join(body))
 
     def model(self, name: str) -> str:
@@ -355,7 +360,9 @@ class Writer:
         fields = []
         annotations = []
         decode = [
-            'if type(value) is not dict:\n    raise Invalid(at, "is not an object")',
+            # An instance is itself (as pydantic takes a model where its model belongs).
+            "if type(value) is not dict:\n    if isinstance(value, cls):\n        return value\n"
+            '    raise Invalid(at, "is not an object")',
             "self = cls.__new__(cls)",
         ]
         if extensions:  # open: the keys of no field are extensions, kept as they came
@@ -422,7 +429,7 @@ class Writer:
             + f"\n\n\n_{name}_WIRE: dict[str, str] = {{{wire_map}}}"
         )
 
-    def module(self, header: str, template: str) -> str:
+    def module(self, header: str, template: str, methods: dict[str, Any]) -> str:
         classes = []
         for name in self.names:
             kind = self.kind(name)
@@ -432,8 +439,22 @@ class Writer:
                 classes.append(self.model(name))
             else:
                 self.checker(f"_check_{name}", self.defs[name])
+        unions = [
+            f"{name} = {self.py_type(self.defs[name])}\n"
+            f'"""{first_paragraph(self.defs[name].get("description"))}"""'
+            for name in self.names
+            if "oneOf" in self.defs[name]
+        ]
+        method_rows = "\n".join(f"    {method_row(entry)}" for entry in methods["methods"])
+        tool_rows = "\n".join(f"    {tool_row(tool)}" for tool in methods["tools"])
+        tables = (
+            f"WORKER_METHODS: Mapping[str, MethodSpec[PlainModel]] = {{\n{method_rows}\n}}\n"
+            '"""Every method of the worker protocol, by wire name, in catalog order, with the plain classes."""\n\n'
+            f"WORKER_TOOLS: Mapping[str, ToolSpec[PlainModel]] = {{\n{tool_rows}\n}}\n"
+            '"""The core workspace tools of `execute`, by name, with the plain classes."""\n'
+        )
         patterns = "\n".join(
-            f"{variable} = re.compile({python_pattern(pattern)!r})"
+            f"{variable} = _Pattern({python_pattern(pattern)!r})"
             for pattern, variable in self.patterns.items()
         )
         functions = "\n\n\n".join(self.functions[name] for name in sorted(self.functions))
@@ -447,8 +468,11 @@ class Writer:
             + "\n\n\n"
             + "\n\n\n".join(classes)
             + "\n\n\n"
+            + "\n\n".join(unions)
+            + "\n\n\n"
             + functions
-            + "\n"
+            + "\n\n\n"
+            + tables
         )
 
 
@@ -456,9 +480,17 @@ def indent(text: str) -> str:
     return "\n".join(("    " + line) if line else line for line in text.split("\n"))
 
 
+def plain_enums(spec_bundle: dict[str, Any], methods: dict[str, Any]) -> list[str]:
+    """The enum defs `plain` defines, which the models import from it rather than define again."""
+    defs = spec_bundle["$defs"]
+    return [
+        name for name in closure(defs, worker_roots(methods)) if "enum" in defs[name] and "type" in defs[name]
+    ]
+
+
 def generate_plain(
     spec_bundle: dict[str, Any], methods: dict[str, Any], models_source: str, header: str, template: str
 ) -> str:
     """The source of `generated/plain.py`: the template (the base class) and every worker def's plain twin."""
     defs = spec_bundle["$defs"]
-    return Writer(defs, closure(defs, worker_roots(methods)), models_source).module(header, template)
+    return Writer(defs, closure(defs, worker_roots(methods)), models_source).module(header, template, methods)

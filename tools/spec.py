@@ -115,3 +115,23 @@ def area_of_defs(files: list[SchemaFile] | None = None) -> dict[str, list[str]]:
     for file in files:
         areas.setdefault(file.area, []).extend(file.document.get("$defs", {}))
     return {area: sorted(names) for area, names in sorted(areas.items())}
+
+
+def method_row(entry: dict[str, Any]) -> str:
+    """A catalog method as the source of its `MethodSpec` (in a table keyed by wire name), naming its models."""
+    return (
+        f"{entry['method']!r}: MethodSpec(method={entry['method']!r}, "
+        f"direction={entry['direction']!r}, kind={entry['kind']!r}, params={entry['params']}, "
+        f"result={entry['result'] or 'None'}, optional={entry['optional']!r}, "
+        f"capability={entry['capability']!r}, description={entry['description']!r}, "
+        f"user_input={entry.get('user_input', False)!r}),"
+    )
+
+
+def tool_row(tool: dict[str, Any]) -> str:
+    """A catalog tool as the source of its `ToolSpec` (in a table keyed by tool name), naming its models."""
+    return (
+        f"{tool['tool']!r}: ToolSpec(tool={tool['tool']!r}, arguments={tool['arguments']}, "
+        f"metadata={tool['metadata']}, mutating={tool['mutating']!r}, "
+        f"runs_commands={tool['runs_commands']!r}, description={tool['description']!r}),"
+    )

@@ -10,8 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wuu.generated.models import InitializeParams, ProcessEvent, ToolResult, WorkerInfo
-from wuu.generated.wire import WireModel
+from wuu.generated.plain import InitializeParams, PlainModel, ProcessEvent, ToolResult, WorkerInfo
 
 if TYPE_CHECKING:
     import asyncio
@@ -51,7 +50,7 @@ class RequestContext(Protocol):
         """Call a tool back through the host (`tool/invoke`), valid only while this request is live."""
 
 
-Handler = Callable[[Any, RequestContext], Awaitable[WireModel] | WireModel]
+Handler = Callable[[Any, RequestContext], Awaitable[PlainModel] | PlainModel]
 """A method handler: (params model, context) -> result model.
 
 A handler that awaits runs in its request's own task, which cancellation cancels. A handler that

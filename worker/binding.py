@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wuu.generated.models import InitializeParams
+from wuu.generated.plain import InitializeParams
 
 
 def binding_key(params: InitializeParams) -> dict[str, Any]:

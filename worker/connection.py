@@ -16,21 +16,22 @@ from enum import Enum
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
-from wuu.generated.catalog import WORKER_METHODS, WORKER_PROTOCOL_VERSION
-from wuu.generated.models import (
+from wuu.generated.catalog import WORKER_PROTOCOL_VERSION
+from wuu.generated.methods import MethodSpec
+from wuu.generated.plain import (
+    WORKER_METHODS,
     CancelParams,
     CancelResult,
     ErrorCode,
     InitializeParams,
     InitializeResult,
+    Invalid,
+    PlainModel,
     ProcessEvent,
     ToolInvokeParams,
     ToolResult,
 )
-from wuu.generated.params import InvalidParams, parse_params
-from wuu.generated.wire import MethodSpec, WireModel
 
 from .backend import ExecutionBackendV4
 from .binding import same_binding
@@ -52,20 +53,14 @@ class _State(Enum):
     DEAD = "dead"
 
 
-def _validation_message(error: ValidationError) -> str:
-    """Which field is wrong, in wire terms: `MaxBytes: Input should be a valid integer`."""
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "data"
-    return f"{where}: {first['msg']}"
-
-
-def request_params(spec: MethodSpec, data: Any) -> WireModel:
-    """A request's data as the method's params model, validated strictly; `invalid_request` naming the bad
-    field if it is not."""
+def request_params(spec: MethodSpec[PlainModel], data: Any) -> PlainModel:
+    """A request's data as the method's params, validated strictly; `invalid_request` naming the bad field if
+    they are not."""
     try:
-        return parse_params(spec.params, data)
-    except InvalidParams as error:
+        params: PlainModel = spec.params.model_validate(data)
+    except Invalid as error:
         raise WorkerError(ErrorCode.INVALID_REQUEST, f"{error.location or 'data'}: {error.message}") from None
+    return params
 
 
 @dataclass(eq=False)
@@ -100,11 +95,11 @@ class _Context:
         if self.signal.is_set():
             raise WorkerError(ErrorCode.PARENT_NOT_LIVE, f"request {self.id} has ended")
         try:
-            params = ToolInvokeParams(tool=tool, arguments=orjson.dumps(dict(arguments)).decode())
-        except ValidationError as invalid:
-            raise WorkerError(
-                ErrorCode.INVALID_REQUEST, f"tool/invoke: {_validation_message(invalid)}"
-            ) from None
+            params = ToolInvokeParams.model_validate(
+                {"tool": tool, "arguments": orjson.dumps(dict(arguments)).decode()}
+            )
+        except Invalid as invalid:
+            raise WorkerError(ErrorCode.INVALID_REQUEST, f"tool/invoke: {invalid}") from None
         reply = await self.connection.call_host("tool/invoke", self.id, params)
         error, data = reply.get("error"), reply.get("data")
         if set(reply) == {"id", "error"} and isinstance(error, str):
@@ -112,11 +107,9 @@ class _Context:
         if set(reply) != {"id", "data"} or not isinstance(data, dict):
             raise WorkerError(ErrorCode.INTERNAL, "the host's reply to tool/invoke is neither data nor error")
         try:
-            return ToolResult.model_validate_json(orjson.dumps(data), strict=True)
-        except ValidationError as error:
-            raise WorkerError(
-                ErrorCode.INTERNAL, f"tool/invoke reply: {_validation_message(error)}"
-            ) from None
+            return ToolResult.model_validate(data)
+        except Invalid as error:
+            raise WorkerError(ErrorCode.INTERNAL, f"tool/invoke reply: {error}") from None
 
 
 class Connection:
@@ -152,7 +145,7 @@ class Connection:
         self._init_reply: dict[str, Any] | None = None
         self._inflight: dict[str, _Context] = {}
         # The methods a request may call, with their catalog entries: fixed once initialize succeeds.
-        self._routes: dict[str, tuple[MethodSpec, Any]] = {}
+        self._routes: dict[str, tuple[MethodSpec[PlainModel], Any]] = {}
         self.binding: InitializeParams | None = None
         self.pending_binding: InitializeParams | None = None
         self.granted: frozenset[str] = frozenset()
@@ -281,13 +274,13 @@ class Connection:
 
     # --- handlers ------------------------------------------------------------------------------
 
-    def _start(self, frame_id: str, method: str, handler: Any, params: WireModel) -> None:
+    def _start(self, frame_id: str, method: str, handler: Any, params: PlainModel) -> None:
         """Call the handler: an awaitable it returns runs in the request's own task, and a result it
         returns at once (a handler that never waits) is answered at once."""
         context = _Context(self, frame_id, method)
         try:
             outcome = handler(params, context)
-            if not isinstance(outcome, WireModel) and inspect.isawaitable(outcome):
+            if not isinstance(outcome, PlainModel) and inspect.isawaitable(outcome):
                 self._launch(context, outcome, lambda result: self._result_data(context, params, result))
                 return
             reply = self._outcome(context, data=self._result_data(context, params, outcome))
@@ -354,9 +347,19 @@ class Connection:
         log.error("%s %s failed", context.method, context.id, exc_info=error)
         return {"id": context.id, "error": f"{ErrorCode.INTERNAL.value}: {type(error).__name__}: {error}"}
 
-    def _result_data(self, context: _Context, params: WireModel, result: Any) -> dict[str, Any]:
+    def _result_data(self, context: _Context, params: PlainModel, result: Any) -> dict[str, Any]:
+        """The reply's data: the handler's result encoded, and checked against the method's result def.
+
+        A handler may return the plain class or its pydantic model (a provider written against `models`);
+        either way what leaves is decoded once more, so a provider's bug is an `internal` reply, never a frame
+        that breaks the spec.
+        """
         spec = WORKER_METHODS[context.method]
-        if spec.result is None or not isinstance(result, spec.result):
+        if (
+            spec.result is None
+            or type(result).__name__ != spec.result.__name__
+            or not hasattr(result, "to_wire")
+        ):
             raise WorkerError(
                 ErrorCode.INTERNAL, f"{context.method} handler returned {type(result).__name__}"
             )
@@ -369,6 +372,10 @@ class Connection:
                 ErrorCode.INTERNAL, f"{START_CAPABILITY}: the start reply lost the operation_id"
             )
         data: dict[str, Any] = result.to_wire()
+        try:
+            spec.result.model_validate(data)
+        except Invalid as error:
+            raise WorkerError(ErrorCode.INTERNAL, f"{context.method} result: {error}") from None
         return data
 
     def _finish(self, context: _Context, reply: dict[str, Any]) -> None:
@@ -392,7 +399,7 @@ class Connection:
         except FrameTooLarge as error:
             log.error("dropped a process event: %s", error)
 
-    async def call_host(self, method: str, parent: str, params: WireModel) -> dict[str, Any]:
+    async def call_host(self, method: str, parent: str, params: PlainModel) -> dict[str, Any]:
         """Send a callback request on behalf of `parent` and wait for the host's reply frame."""
         frame = {"id": next(self._callback_ids), "method": method, "parent": parent, "data": params.to_wire()}
         try:

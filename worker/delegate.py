@@ -18,24 +18,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
+from wuu.generated import models
 from wuu.generated.catalog import (
     WORKER_DELEGATE_CANCEL_WAIT_MS,
     WORKER_DELEGATE_SHUTDOWN_GRACE_MS,
-    WORKER_METHODS,
     WORKER_PROTOCOL_VERSION,
 )
-from wuu.generated.models import (
+from wuu.generated.plain import (
+    WORKER_METHODS,
     CancelParams,
     ErrorCode,
     InitializeParams,
     InitializeResult,
-    ToolInvokeParams,
-    ToolResult,
+    Invalid,
+    PlainModel,
+    ProcessEvent,
     WorkerInfo,
 )
-from wuu.generated.wire import WireModel
 
 from .backend import ExecutionBackendV4, RequestContext
 from .client import ConnectionLost, ReplyError, WorkerClient
@@ -127,7 +127,7 @@ class _PeerWorker:
         self.client = client
         self._relay = asyncio.create_task(self._relay_events(context))
         reply = await self.call("initialize", params, context)
-        result = InitializeResult.model_validate_json(orjson.dumps(reply), strict=True)
+        result = InitializeResult.model_validate(reply)
         if result.version != WORKER_PROTOCOL_VERSION:
             self.failure = f"the peer speaks version {result.version}"
             raise WorkerError(ErrorCode.PROTOCOL_MISMATCH, self.failure)
@@ -140,18 +140,20 @@ class _PeerWorker:
     async def _relay_events(self, context: RequestContext) -> None:
         assert self.client is not None
         async for event in self.client.events():
-            context.emit_process(event)
+            context.emit_process(ProcessEvent.model_validate(event.to_wire()))
 
-    async def _tool_invoke(self, params: ToolInvokeParams, parent: str) -> ToolResult:
+    async def _tool_invoke(self, params: models.ToolInvokeParams, parent: str) -> models.ToolResult:
+        """The peer's `tool/invoke`, passed up to the host as a callback of the request it serves."""
         outer = self.parents.get(parent)
         if outer is None:
             raise ReplyError("tool/invoke", f"{ErrorCode.PARENT_NOT_LIVE.value}: {parent}")
         try:
-            return await outer.invoke_tool(params.tool, orjson.loads(params.arguments))
+            result = await outer.invoke_tool(params.tool, orjson.loads(params.arguments))
         except WorkerError as error:
             raise ReplyError("tool/invoke", error.wire) from None
+        return models.ToolResult.model_validate(result.to_wire())
 
-    async def call(self, method: str, params: WireModel, context: RequestContext) -> dict[str, Any]:
+    async def call(self, method: str, params: PlainModel, context: RequestContext) -> dict[str, Any]:
         """Forward one request; the peer's result data, or its error as a WorkerError."""
         if self.failure is not None or self.client is None:
             raise WorkerError(ErrorCode.INTERNAL, f"the delegate peer has failed: {self.failure}")
@@ -219,12 +221,13 @@ class _Forward:
     def available(self) -> bool:
         return self._method in self._peer.methods
 
-    async def __call__(self, params: WireModel, context: RequestContext) -> WireModel:
+    async def __call__(self, params: PlainModel, context: RequestContext) -> PlainModel:
         data = await self._peer.call(self._method, params, context)
         assert self._result is not None
         try:
-            return self._result.model_validate_json(orjson.dumps(data), strict=True)
-        except ValidationError as error:
+            result: PlainModel = self._result.model_validate(data)
+        except Invalid as error:
             raise WorkerError(
                 ErrorCode.INTERNAL, f"the peer's {self._method} result is malformed: {error}"
             ) from None
+        return result

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 
 from wuu.generated.catalog import WORKER_MAX_ID_BYTES
-from wuu.generated.models import ErrorCode
+from wuu.generated.plain import ErrorCode
 
 from .framing import Frame, FrameTooLarge, Framing, MalformedFrame
 from .peer import Envelope

@@ -5,7 +5,7 @@ An error string on the wire is `code` or `code: message`; `split_error` is the o
 
 from __future__ import annotations
 
-from wuu.generated.models import ErrorCode
+from wuu.generated.plain import ErrorCode
 
 
 def split_error(wire: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ import orjson
 
 from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
 from wuu.generated.models import UserHostErrorCode
-from wuu.generated.wire import MethodSpec
+from wuu.generated.wire import MethodSpec, WireModel
 
 from .envelope import MAX_METHOD_CHARS, REQUEST_KEYS, RequestId, error_response, usable_id
 from .errors import UserHostError, internal_error
@@ -101,7 +101,7 @@ class Requests(Generic[Work]):
         self.initialized = False
         self._in_flight: dict[RequestId, Work] = {}
 
-    def admit(self, request: Request) -> MethodSpec:
+    def admit(self, request: Request) -> MethodSpec[WireModel]:
         """The catalog entry of a request the connection may make now; UserHostError when it may not."""
         if request.id in self._in_flight:
             raise UserHostError(

@@ -276,7 +276,7 @@ class ClientSession:
         return call, self._run_plugin(spec, handler, method_params, call)
 
     async def _run_plugin(
-        self, spec: MethodSpec, handler: PluginHandler, params: WireModel, call: _Call
+        self, spec: MethodSpec[WireModel], handler: PluginHandler, params: WireModel, call: _Call
     ) -> dict[str, Any]:
         result = await handler(params, call)
         if spec.result is None or not isinstance(result, spec.result):
@@ -289,7 +289,7 @@ class ClientSession:
         cancelled = call is not None and call.revoke()
         return PluginClientCancelResult(cancelled=cancelled).to_wire()
 
-    async def _service(self, spec: MethodSpec, params: WireModel) -> dict[str, Any]:
+    async def _service(self, spec: MethodSpec[WireModel], params: WireModel) -> dict[str, Any]:
         services = self.host.services
         handlers = {**user_question_handlers(services), **push_handlers(services)}
         result = await handlers[spec.method](params, self.caller)

@@ -11,14 +11,17 @@ encodes). `to_wire()` writes exactly the fields that were set, so a decoded mess
 
 from __future__ import annotations
 
-# `re` and `limit_violation` serve the generated checks below.
-import re  # noqa: F401
+import re
+from collections.abc import Mapping
+from copy import deepcopy
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import orjson
 
-from .keywords import limit_violation  # noqa: F401
+from .keywords import limit_violation  # noqa: F401 (the generated checks below)
+from .methods import MethodSpec, ToolSpec  # noqa: F401 (the method tables below)
 
 _ABSENT: Any = object()
 
@@ -65,7 +68,8 @@ class PlainModel:
 
     @classmethod
     def model_validate(cls, value: Any) -> Self:
-        """`value` (decoded JSON) as this def; `Invalid` when it is not."""
+        """`value` (decoded JSON) as this def; `Invalid` when it is not. An instance of the class, here or
+        nested where its def belongs, is taken as it is."""
         return cls._decode(value, "")
 
     @classmethod
@@ -92,6 +96,23 @@ class PlainModel:
     def model_dump(self) -> dict[str, Any]:
         """Every field by attribute name, defaults included, nested models as dicts."""
         return {attribute: _dump(getattr(self, attribute)) for attribute, _, _, _ in self.__fields__}
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with the fields in `update` (by attribute name) replaced, unchecked, as pydantic's."""
+        copy = type(self).__new__(type(self))
+        for attribute, _, _, _ in self.__fields__:
+            value = getattr(self, attribute)
+            setattr(copy, attribute, deepcopy(value) if deep else value)
+        copy._extra = deepcopy(self._extra) if deep else self._extra
+        copy._set = self._set
+        if update:
+            unknown = set(update) - {attribute for attribute, _, _, _ in self.__fields__}
+            if unknown:
+                raise TypeError(f"{type(self).__name__} has no field {sorted(unknown)[0]!r}")
+            for attribute, value in update.items():
+                setattr(copy, attribute, value)
+            copy._set = self._set | set(update)
+        return copy
 
     @property
     def model_fields_set(self) -> frozenset[str]:
@@ -132,6 +153,28 @@ def _dump(value: Any) -> Any:
     if type(value) is dict:
         return {key: _dump(item) for key, item in value.items()}
     return value
+
+
+class _Pattern:
+    """A pattern compiled on its first use: a process checks few of the spec's patterns, and compiling them
+    all would cost every worker's start-up."""
+
+    __slots__ = ("search", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.search = self._compile_and_search
+
+    def _compile_and_search(self, text: str) -> re.Match[str] | None:
+        compiled = re.compile(self.source)
+        self.search = lambda text: compiled.search(text)
+        return compiled.search(text)
+
+
+def spec_data(name: str) -> str:
+    """The text of `schema/data/<name>` (the spec's data files packaged beside this module), read without
+    `importlib.resources`, whose import costs more than the read."""
+    return Path(__file__).with_name("schema").joinpath("data", name).read_text("utf-8")
 
 
 def _at(at: str, key: str | int) -> str:

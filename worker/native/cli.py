@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the native worker as the command line asks."""
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if not arguments:
+        # The worker on stdio, as every host spawns it: it parses nothing, so it builds no parser (argparse is
+        # a few milliseconds of every worker's start-up).
+        _check_stdio()
+        _run_on_stdio()
+        return
+    args = _parser().parse_args(arguments)
+    # Each action imports only what it runs: `attach` is a relay and must start fast, without the worker.
+    if args.action == "serve":
+        from . import daemon
+
+        sys.exit(daemon.supervise(Path(args.socket), args.lifetime_seconds))
+    _check_stdio()
+    if args.action == "attach":
+        from . import daemon
+
+        sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
+    _run_on_stdio()
+
+
+def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="wuu-worker", description="The native v4 worker.")
     commands = parser.add_subparsers(dest="action")
     for name, text in (
@@ -22,31 +49,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         sub.add_argument(
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
         )
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.action != "serve":
-        from ..stdio import stdio_problem
+    return parser
 
-        problem = stdio_problem()
-        if problem is not None:
-            parser.exit(2, f"wuu-worker: {problem}\n")
-    # Each action imports only what it runs: `attach` is a relay and must start fast, without the worker.
-    if args.action == "serve":
-        from . import daemon
 
-        sys.exit(daemon.supervise(Path(args.socket), args.lifetime_seconds))
-    elif args.action == "attach":
-        from . import daemon
+def _check_stdio() -> None:
+    """Exit with status 2, saying why, when stdio cannot carry the protocol."""
+    from ..stdio import stdio_problem
 
-        sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
-    else:
-        from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
-        from ..run import run_execution_backend_v4
-        from .worker import NativeWorker
+    problem = stdio_problem()
+    if problem is not None:
+        sys.stderr.write(f"wuu-worker: {problem}\n")
+        sys.exit(2)
 
-        # A descendant that left its command's session and lost its parent cannot be traced to the command;
-        # as the subreaper the worker inherits it, ends it with an exec_command (trees.py), and at exit.
-        adopt_orphans()
-        try:
-            asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
-        finally:
-            end_orphans_now(ORPHANS_S)
+
+def _run_on_stdio() -> None:
+    from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
+    from ..run import run_execution_backend_v4
+    from .worker import NativeWorker
+
+    # A descendant that left its command's session and lost its parent cannot be traced to the command;
+    # as the subreaper the worker inherits it, ends it with an exec_command (trees.py), and at exit.
+    adopt_orphans()
+    try:
+        asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
+    finally:
+        end_orphans_now(ORPHANS_S)

@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from wuu.generated.models import ErrorCode
+from wuu.generated.plain import ErrorCode
 
 from ..errors import WorkerError
 

@@ -10,13 +10,12 @@ import asyncio
 import base64
 import hashlib
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from wuu.generated.catalog import WORKER_MAX_EXPORT_BYTES
-from wuu.generated.models import (
+from wuu.generated.plain import (
     EmptyResult,
     ErrorCode,
     ExportOpenResult,
@@ -45,7 +44,7 @@ class Exports:
         self._snapshots: dict[str, _Snapshot] = {}
 
     async def open(self, source: Resolved) -> ExportOpenResult:
-        token = secrets.token_hex(16)
+        token = os.urandom(16).hex()  # as secrets.token_hex, without importing its random and hashlib
         target = self._directory / token
         size, digest = await asyncio.to_thread(_copy, source, target)
         self._snapshots[token] = _Snapshot(target, size)

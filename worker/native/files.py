@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from wuu.generated.models import (
+from wuu.generated.plain import (
     DirEntry,
     DirEntryType,
     EditFileArguments,

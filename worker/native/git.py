@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wuu.generated.catalog import WORKER_GIT_OUTPUT_MAX_BYTES
-from wuu.generated.models import (
+from wuu.generated.plain import (
     ErrorCode,
     GitAddArguments,
     GitBranchArguments,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.models import ErrorCode
+from wuu.generated.plain import ErrorCode
 from wuu.worker.errors import WorkerError
 
 MAX_SYMLINK_HOPS = 40

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wuu.generated.models import (
+from wuu.generated.plain import (
     ErrorCode,
     ExecCommandMetadata,
     ExecutionProcessV4,

@@ -4,10 +4,9 @@ spec's data/redaction_rules.json; worker/redaction.schema.json says where they a
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 
-from wuu.generated.models import RedactionRules
+from wuu.generated.plain import RedactionRules, spec_data
 
 
 class Redactor:
@@ -40,5 +39,4 @@ def _replace(replacement: str, match: re.Match[str]) -> str:
 @functools.cache
 def default_redactor() -> Redactor:
     """The redactor of the rules packaged with wuu (the spec's data/redaction_rules.json)."""
-    data = importlib.resources.files("wuu.generated").joinpath("schema", "data", "redaction_rules.json")
-    return Redactor(RedactionRules.model_validate_json(data.read_text("utf-8"), strict=True))
+    return Redactor(RedactionRules.model_validate_json(spec_data("redaction_rules.json")))

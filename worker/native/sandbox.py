@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from wuu.generated.models import PermissionMode
+from wuu.generated.plain import PermissionMode
 from wuu.worker.native import landlock
 from wuu.worker.native.landlock import AccessFs
 from wuu.worker.native.sandbox_extension import ExtensionSandbox, ExtensionUnavailable

@@ -16,7 +16,7 @@ import signal
 import subprocess
 from typing import Any
 
-from pydantic import ValidationError
+from wuu.generated.plain import Invalid, SandboxProcessProbe
 
 from .environment import MINIMAL_PATH
 from .spawner import SPAWNED, Spawner
@@ -52,9 +52,6 @@ class ExtensionSandbox:
 def probe(program: str, mode: str, *, no_tcp: bool = False) -> str:
     """Run `program probe`; its name when it enforces `mode` (and `no_tcp` when asked), else
     ExtensionUnavailable saying why."""
-    # Only a worker that needs the extension pays for the configuration models.
-    from wuu.generated.config import SandboxProcessProbe
-
     try:
         answered = subprocess.run(
             [program, "probe"], capture_output=True, timeout=PROBE_TIMEOUT_S, env={"PATH": MINIMAL_PATH}
@@ -65,11 +62,10 @@ def probe(program: str, mode: str, *, no_tcp: bool = False) -> str:
         said = answered.stderr.decode(errors="replace").strip()
         raise ExtensionUnavailable(f"the sandbox extension {program} cannot confine commands here: {said}")
     try:
-        report = SandboxProcessProbe.model_validate_json(answered.stdout.strip(), strict=True)
-    except ValidationError as error:
+        report = SandboxProcessProbe.model_validate_json(answered.stdout.strip())
+    except Invalid as error:
         raise ExtensionUnavailable(
-            f"the sandbox extension {program} answered its probe with no SandboxProcessProbe: "
-            f"{error.errors()[0]['msg']}"
+            f"the sandbox extension {program} answered its probe with no SandboxProcessProbe: {error}"
         ) from None
     if mode not in report.modes:
         raise ExtensionUnavailable(f"the sandbox extension {report.name} does not enforce {mode}")

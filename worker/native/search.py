@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from wuu.generated.catalog import WORKER_SEARCH_LINE_MAX_CHARS
-from wuu.generated.models import (
+from wuu.generated.plain import (
     ErrorCode,
     SearchContentArguments,
     SearchContentMetadata,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.resources
+import functools
 import os
 import pwd
 import re
@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from wuu.generated.models import (
+from wuu.generated.plain import (
     ErrorCode,
     SensitiveHomeRule,
     SensitivePathAccess,
     SensitivePathHome,
     SensitivePathRule,
     SensitivePathRules,
+    spec_data,
 )
 from wuu.worker.errors import WorkerError
 
@@ -82,7 +83,11 @@ class SensitivePaths:
             SensitivePathHome.USER: (home,),
             SensitivePathHome.WUU: wuu_home if isinstance(wuu_home, tuple) else (wuu_home,),
         }
-        self._rules = tuple(_compile(rule, self._homes) for rule in rules.rules)
+
+    @functools.cached_property
+    def _rules(self) -> tuple[_Rule, ...]:
+        # Compiled on the first check, not at start-up: a worker that touches no file never needs them.
+        return tuple(_compile(rule, self._homes) for rule in self._source.rules)
 
     def with_wuu_home(self, wuu_home: Path) -> SensitivePaths:
         """This guard with `wuu_home` one more Wuu home (a binding's `wuu_home` file root)."""
@@ -96,8 +101,7 @@ class SensitivePaths:
     @classmethod
     def load(cls, *, home: Path, wuu_home: Path) -> SensitivePaths:
         """The guard built from the rules packaged with wuu (the spec's data/sensitive_paths.json)."""
-        data = importlib.resources.files("wuu.generated").joinpath("schema", "data", "sensitive_paths.json")
-        rules = SensitivePathRules.model_validate_json(data.read_text("utf-8"), strict=True)
+        rules = SensitivePathRules.model_validate_json(spec_data("sensitive_paths.json"))
         return cls(rules, home=home, wuu_home=wuu_home)
 
     def match(self, path: Path, acts_on: Path | None = None) -> SensitiveMatch:

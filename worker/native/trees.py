@@ -22,7 +22,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from wuu.generated.models import ErrorCode
+from wuu.generated.plain import ErrorCode
 from wuu.worker.errors import WorkerError
 from wuu.worker.native.spawner import SPAWNED
 

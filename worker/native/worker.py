@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import ValidationError
 
-from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES, WORKER_TOOLS
-from wuu.generated.models import (
+from wuu.generated.catalog import WORKER_MIN_RETAINED_OUTPUT_BYTES
+from wuu.generated.plain import (
+    WORKER_TOOLS,
     CommandNetwork,
     EditFileArguments,
     EmptyResult,
@@ -38,8 +38,10 @@ from wuu.generated.models import (
     FileRootKind,
     GitBranchArguments,
     InitializeParams,
+    Invalid,
     ListDirArguments,
     PermissionMode,
+    PlainModel,
     ProcessEvent,
     ProcessGetParams,
     ProcessListParams,
@@ -56,12 +58,11 @@ from wuu.generated.models import (
     WorkerInfo,
     WriteFileArguments,
 )
-from wuu.generated.wire import WireModel
 
 from ..backend import ExecutionBackendV4, RequestContext
 from ..binding import same_binding
 from ..errors import WorkerError
-from . import files, git, search
+from . import files
 from .environment import command_environment
 from .exports import Exports
 from .paths import Resolved, resolve_tool_path
@@ -219,7 +220,11 @@ class NativeWorker:
             return files.edit_file(self._path(arguments.path, mode, write=True), arguments)
         if isinstance(arguments, ListDirArguments):
             return files.list_dir(self._path(arguments.path, mode, write=False), arguments)
+        # The search and Git tools load on their first call: a worker that never searches or runs Git never
+        # pays for their modules, nor does any worker's start-up.
         if isinstance(arguments, SearchContentArguments):
+            from . import search
+
             return await search.search_content(
                 self._path(arguments.path, mode, write=False),
                 arguments,
@@ -228,10 +233,15 @@ class NativeWorker:
                 redactor=default_redactor(),
             )
         if isinstance(arguments, SearchFilesArguments):
+            from . import search
+
             return await search.search_files(
                 self._path(arguments.path, mode, write=False), arguments, root=self._root
             )
-        if isinstance(arguments, git.GitArguments):
+        if request.tool.startswith("git_"):
+            from . import git
+
+            assert isinstance(arguments, git.GitArguments)
             if (
                 isinstance(arguments, GitBranchArguments)
                 and arguments.create
@@ -381,15 +391,15 @@ def _directory(path: Path, field: str, must_exist: bool) -> Path:
     return path
 
 
-def _tool_arguments(model: type[WireModel], text: str) -> WireModel:
+def _tool_arguments(model: type[PlainModel], text: str) -> PlainModel:
     """A tool's encoded arguments, strictly validated; `invalid_request` naming the field otherwise."""
     try:
-        if not isinstance(orjson.loads(text), dict):
-            raise WorkerError(ErrorCode.INVALID_REQUEST, "call.arguments: not a JSON object")
-        return model.model_validate_json(text, strict=True)
+        arguments = orjson.loads(text)
     except orjson.JSONDecodeError as error:
         raise WorkerError(ErrorCode.INVALID_REQUEST, f"call.arguments: not JSON: {error}") from None
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise WorkerError(ErrorCode.INVALID_REQUEST, f"call.arguments.{where}: {first['msg']}") from None
+    if not isinstance(arguments, dict):
+        raise WorkerError(ErrorCode.INVALID_REQUEST, "call.arguments: not a JSON object")
+    try:
+        return model._decode(arguments, "call.arguments")
+    except Invalid as error:
+        raise WorkerError(ErrorCode.INVALID_REQUEST, f"{error.location}: {error.message}") from None
