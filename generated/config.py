@@ -9,27 +9,13 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field
 from typing_extensions import TypeAliasType
 
+from wuu.generated.plain import CloudNetworkMode as CloudNetworkMode
 from wuu.generated.plain import CommandNetwork as CommandNetwork
+from wuu.generated.plain import ContainerNetworkMode as ContainerNetworkMode
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
 from .worker import FileRoot
-
-
-class CloudNetworkMode(StrEnum):
-    """
-    The network of a cloud sandbox (Modal, Daytona, Vercel).
-    """
-
-    NONE = "none"
-    """
-    Network isolation: the sandbox has no network access (Modal `block_network`, Daytona `network_block_all`, Vercel deny-all network policy).
-    """
-    OUTBOUND = "outbound"
-    """
-    The provider's default network: outbound access from the sandbox.
-    """
-
 
 ProductDomain = TypeAliasType(
     "ProductDomain", Annotated[str, Field(pattern=compile("^[a-z][a-z0-9_-]{0,63}\\Z"))]
@@ -124,25 +110,6 @@ ContainerImageReference = TypeAliasType(
 """
 An OCI image reference (`name[:tag][@digest]`, optionally with a registry host) of a worker image that contains the Wuu worker of the host's revision. It has no whitespace and MUST NOT start with `-`.
 """
-
-
-class ContainerNetworkMode(StrEnum):
-    """
-    The network of a container environment (Docker, Singularity, Apptainer).
-    """
-
-    NONE = "none"
-    """
-    A private network namespace with only a loopback interface: no network access. Docker `--network none`; Singularity/Apptainer `--net --network none`.
-    """
-    BRIDGE = "bridge"
-    """
-    A private network namespace with outbound access through the runtime's NAT bridge; the container's ports are not reachable from outside unless published. Docker `--network bridge`; Singularity/Apptainer `--net --network bridge` (the host configuration must permit it).
-    """
-    HOST = "host"
-    """
-    No network namespace of its own: the environment shares the host's network, including services bound to the host's loopback. Docker `--network host`; the Singularity/Apptainer default.
-    """
 
 
 class ModelConfigurationKind(StrEnum):

@@ -55,7 +55,7 @@ class PlainModel:
             if value is _ABSENT or (value is None and not required):
                 if required:
                     raise TypeError(f"{type(self).__name__}: {attribute} ({wire}) is required")
-                value = default
+                value = deepcopy(default) if isinstance(default, list | dict) else default
             else:
                 given.add(attribute)
             setattr(self, attribute, value)
@@ -179,6 +179,10 @@ def spec_data(name: str) -> str:
     return Path(__file__).with_name("schema").joinpath("data", name).read_text("utf-8")
 
 
+def _anything(value: Any, at: str) -> Any:
+    return value
+
+
 def _at(at: str, key: str | int) -> str:
     return f"{at}.{key}" if at else str(key)
 
@@ -198,17 +202,24 @@ PLAIN_DEFS: frozenset[str] = frozenset(
     {
         "Actor",
         "ActorKind",
+        "ApptainerExecutionProfile",
         "CancelParams",
         "CancelResult",
+        "CloudNetworkMode",
+        "CommandExecutionProfile",
         "CommandNetwork",
+        "ContainerNetworkMode",
+        "DaytonaExecutionProfile",
         "DirEntry",
         "DirEntryType",
+        "DockerExecutionProfile",
         "EditFileArguments",
         "EditFileMetadata",
         "EmptyResult",
         "ErrorCode",
         "ExecCommandArguments",
         "ExecCommandMetadata",
+        "ExecutionEnvironments",
         "ExecutionProcessV4",
         "ExecutionToolRequestV4",
         "ExportCloseParams",
@@ -231,6 +242,8 @@ PLAIN_DEFS: frozenset[str] = frozenset(
         "InitializeResult",
         "ListDirArguments",
         "ListDirMetadata",
+        "LocalExecutionProfile",
+        "ModalExecutionProfile",
         "PermissionMode",
         "ProcessEvent",
         "ProcessEventCause",
@@ -263,9 +276,12 @@ PLAIN_DEFS: frozenset[str] = frozenset(
         "SensitivePathHome",
         "SensitivePathRules",
         "SensitivePathSuffixRule",
+        "SingularityExecutionProfile",
+        "SshExecutionProfile",
         "ToolCall",
         "ToolInvokeParams",
         "ToolResult",
+        "VercelExecutionProfile",
         "WorkerInfo",
         "WriteFileArguments",
         "WriteFileMetadata",
@@ -273,29 +289,251 @@ PLAIN_DEFS: frozenset[str] = frozenset(
 )
 """The defs with a plain class here (the rest of the worker's defs are checked inline)."""
 
-_PATTERN_0 = _Pattern("^[^\\u0000]*\\Z")
-_PATTERN_1 = _Pattern("^[A-Za-z_][A-Za-z0-9_]*\\Z")
-_PATTERN_2 = _Pattern(
+_PATTERN_0 = _Pattern("^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\S+\\Z")
+_PATTERN_1 = _Pattern("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z")
+_PATTERN_2 = _Pattern("^[A-Za-z_][A-Za-z0-9_]*\\Z")
+_PATTERN_3 = _Pattern("^(/|[^/]+\\Z)")
+_PATTERN_4 = _Pattern("^[^\\s-]\\S*\\Z")
+_PATTERN_5 = _Pattern("^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?\\Z")
+_PATTERN_6 = _Pattern("^[^\\u0000]*\\Z")
+_PATTERN_7 = _Pattern("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\\Z")
+_PATTERN_8 = _Pattern(
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})\\Z"
 )
-_PATTERN_3 = _Pattern("^[a-z][a-z0-9_]*\\Z")
-_PATTERN_4 = _Pattern("^[0-9a-f]{64}\\Z")
-_PATTERN_5 = _Pattern("^/")
-_PATTERN_6 = _Pattern("^[^\\u0000\\n\\r]+\\Z")
-_PATTERN_7 = _Pattern("^[^-\\s\\u0000][^\\s\\u0000]*\\Z")
-_PATTERN_8 = _Pattern("^[^\\u0000]*\\S[^\\u0000]*\\Z")
-_PATTERN_9 = _Pattern("^[a-z][a-z0-9-]*\\Z")
-_PATTERN_10 = _Pattern("^[^\\u0000\\n\\r]*\\Z")
-_PATTERN_11 = _Pattern("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
-_PATTERN_12 = _Pattern("^[^\\[\\]\\\\\\u0000]+\\Z")
-_PATTERN_13 = _Pattern("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
-_PATTERN_14 = _Pattern("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
-_PATTERN_15 = _Pattern(
+_PATTERN_9 = _Pattern("^[a-z][a-z0-9_]*\\Z")
+_PATTERN_10 = _Pattern("^[0-9a-f]{64}\\Z")
+_PATTERN_11 = _Pattern("^/")
+_PATTERN_12 = _Pattern("^[^\\u0000\\n\\r]+\\Z")
+_PATTERN_13 = _Pattern("^[^-\\s\\u0000][^\\s\\u0000]*\\Z")
+_PATTERN_14 = _Pattern("^[^\\u0000]*\\S[^\\u0000]*\\Z")
+_PATTERN_15 = _Pattern("^[a-z][a-z0-9-]*\\Z")
+_PATTERN_16 = _Pattern("^[^\\u0000\\n\\r]*\\Z")
+_PATTERN_17 = _Pattern("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
+_PATTERN_18 = _Pattern("^[^\\[\\]\\\\\\u0000]+\\Z")
+_PATTERN_19 = _Pattern("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
+_PATTERN_20 = _Pattern("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
+_PATTERN_21 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*\\Z"
 )
-_PATTERN_16 = _Pattern(
+_PATTERN_22 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
 )
+
+
+class ActorKind(StrEnum):
+    """Who asks for the tool call."""
+
+    AGENT = "agent"
+    """A model-driven agent of the conversation."""
+    USER = "user"
+    """The person who owns the conversation, acting directly."""
+    PLUGIN = "plugin"
+    """An installed extension acting through its own process API."""
+    SYSTEM = "system"
+    """The host itself (recovery, maintenance)."""
+
+
+class CloudNetworkMode(StrEnum):
+    """The network of a cloud sandbox (Modal, Daytona, Vercel)."""
+
+    NONE = "none"
+    """Network isolation: the sandbox has no network access (Modal `block_network`, Daytona `network_block_all`, Vercel deny-all network policy)."""
+    OUTBOUND = "outbound"
+    """The provider's default network: outbound access from the sandbox."""
+
+
+class CommandNetwork(StrEnum):
+    """A network policy of confined commands."""
+
+    UNRESTRICTED = "unrestricted"
+    """The OS sandbox does not restrict the network."""
+    NO_TCP = "no_tcp"
+    """A confined command can neither bind a TCP socket to a port (0 included) nor connect one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only where its probe lists it (sandbox_process.schema.json)."""
+
+
+class ContainerNetworkMode(StrEnum):
+    """The network of a container environment (Docker, Singularity, Apptainer)."""
+
+    NONE = "none"
+    """A private network namespace with only a loopback interface: no network access. Docker `--network none`; Singularity/Apptainer `--net --network none`."""
+    BRIDGE = "bridge"
+    """A private network namespace with outbound access through the runtime's NAT bridge; the container's ports are not reachable from outside unless published. Docker `--network bridge`; Singularity/Apptainer `--net --network bridge` (the host configuration must permit it)."""
+    HOST = "host"
+    """No network namespace of its own: the environment shares the host's network, including services bound to the host's loopback. Docker `--network host`; the Singularity/Apptainer default."""
+
+
+class DirEntryType(StrEnum):
+    """The type of a directory entry, not following symlinks."""
+
+    FILE = "file"
+    """A regular file."""
+    DIRECTORY = "directory"
+    """A directory."""
+    SYMLINK = "symlink"
+    """A symbolic link (not followed)."""
+    OTHER = "other"
+    """Anything else: a socket, a FIFO, a device."""
+
+
+class ErrorCode(StrEnum):
+    """The error codes of the worker protocol."""
+
+    NOT_INITIALIZED = "not_initialized"
+    """A request other than `initialize` arrived before a successful `initialize`."""
+    INITIALIZATION_FAILED = "initialization_failed"
+    """An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code."""
+    TOKEN_MISMATCH = "token_mismatch"
+    """The request's token differs from the one pinned by the first successful `initialize`."""
+    BINDING_IMMUTABLE = "binding_immutable"
+    """A repeated `initialize` carried data that differs from the pinned binding."""
+    PROTOCOL_MISMATCH = "protocol_mismatch"
+    """The `initialize` version is not 4."""
+    UNSUPPORTED_METHOD = "unsupported_method"
+    """The worker does not implement the method. A worker never substitutes a local fallback."""
+    UNSUPPORTED_TOOL = "unsupported_tool"
+    """`execute` named a tool that the worker does not provide."""
+    UNSUPPORTED_POLICY = "unsupported_policy"
+    """The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send)."""
+    INVALID_REQUEST = "invalid_request"
+    """A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight."""
+    CANCELLED = "cancelled"
+    """The request was cancelled by `cancel`, or by the end of the connection, before it finished."""
+    REPLY_TOO_LARGE = "reply_too_large"
+    """The reply would exceed the frame size limit."""
+    NOT_FOUND = "not_found"
+    """The named file, directory, process or export token does not exist."""
+    WORKSPACE_MISSING = "workspace_missing"
+    """`require_existing_workspace` was true and the root does not exist."""
+    PATH_OUTSIDE_ROOT = "path_outside_root"
+    """In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included)."""
+    SENSITIVE_PATH = "sensitive_path"
+    """The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode."""
+    PERMISSION_DENIED = "permission_denied"
+    """The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system."""
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    """A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead."""
+    ARTIFACT_TOO_LARGE = "artifact_too_large"
+    """An export snapshot would exceed max_export_bytes."""
+    PARENT_NOT_LIVE = "parent_not_live"
+    """A callback named a parent request that is no longer in flight."""
+    INTERNAL = "internal"
+    """The worker failed in a way no other code describes."""
+
+
+class FileRootKind(StrEnum):
+    """What a file root is to the user; the kind decides whether a `standard` command may write beneath it."""
+
+    SCOPED_HOME = "scoped_home"
+    """The agent's scoped home directory: writable by `standard` commands."""
+    WUU_HOME = "wuu_home"
+    """Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential files stay blocked for the dedicated tools."""
+    WORKSPACE = "workspace"
+    """A registered user workspace: writable by `standard` commands."""
+    TEMPORARY = "temporary"
+    """The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead)."""
+
+
+class PermissionMode(StrEnum):
+    """The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access (unless the binding's `command_network` asks: InitializeParams), process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal."""
+
+    STANDARD = "standard"
+    """Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (the workspace root and the file roots of the binding other than the system temporary directory, Wuu home included: InitializeParams `file_roots`) and a private temporary directory, not the whole shared temporary directory; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
+    READ_ONLY = "read_only"
+    """Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
+    UNCONFINED = "unconfined"
+    """Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu."""
+
+
+class ProcessEventCause(StrEnum):
+    """Why a process event happened."""
+
+    START = "start"
+    """The process was started by `process/start`."""
+    EXIT = "exit"
+    """The process exited with a status."""
+    SIGNAL = "signal"
+    """A signal the worker did not send ended the process."""
+    STOP_REQUEST = "stop_request"
+    """`process/stop` ended the process."""
+    TIMEOUT = "timeout"
+    """The process's `timeout_ms` expired."""
+    SHUTDOWN = "shutdown"
+    """The worker's cleanup ended the process."""
+    ERROR = "error"
+    """Starting or supervising the process failed."""
+
+
+class ProcessEventType(StrEnum):
+    """What happened to a process."""
+
+    STARTED = "started"
+    """The process started; the first event of every process that started. A process that could not start has only its `failed` event."""
+    EXITED = "exited"
+    """The process ended by itself."""
+    STOPPED = "stopped"
+    """The process was stopped (stop request, timeout or shutdown)."""
+    FAILED = "failed"
+    """The process could not be started or supervised."""
+
+
+class ProcessOutputFlow(StrEnum):
+    """What the worker does when a process writes faster than its output is read. The unread bytes are those past the largest `EndOffset` that a `process/read` of the process has returned."""
+
+    DROP_OLDEST = "drop_oldest"
+    """The worker reads the process's output as fast as it comes: the process never waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below the retained start says `Truncated`)."""
+    WAIT_FOR_READER = "wait_for_reader"
+    """The worker stops reading the process's output while it would otherwise lose an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte, never `Truncated`. A process whose output nobody reads stops at its first write past the retention, and it cannot end before its output has been read, unless it is stopped (`process/stop`, `timeout_ms`)."""
+
+
+class ProcessSignal(StrEnum):
+    """The signal `process/stop` sends first."""
+
+    TERM = "TERM"
+    """Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL."""
+    KILL = "KILL"
+    """Kill the process tree at once."""
+
+
+class ProcessStatus(StrEnum):
+    """The state of a background process."""
+
+    RUNNING = "running"
+    """The process has started and not yet ended."""
+    EXITED = "exited"
+    """The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`."""
+    STOPPED = "stopped"
+    """The process was ended by `process/stop`, by its timeout, or by the worker's cleanup."""
+    FAILED = "failed"
+    """The process could not be started or supervised (for example its program was not found)."""
+
+
+class ResultView(StrEnum):
+    """Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`."""
+
+    OUTPUT = "output"
+    """The program's printed output only."""
+    VALUE = "value"
+    """Only the JSON value of the program's final expression, encoded as JSON text."""
+    BOTH = "both"
+    """The printed output, then a line with the JSON value."""
+
+
+class SensitivePathAccess(StrEnum):
+    """The operations the dedicated tools refuse on a path that a rule matches."""
+
+    WRITE = "write"
+    """Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed."""
+    READ_WRITE = "read_write"
+    """Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name."""
+
+
+class SensitivePathHome(StrEnum):
+    """A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path."""
+
+    USER = "user"
+    """The home directory of the account the tool runs as (`$HOME`)."""
+    WUU = "wuu"
+    """Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`."""
 
 
 class Actor(PlainModel):
@@ -330,17 +568,177 @@ class Actor(PlainModel):
 _Actor_WIRE: dict[str, str] = {"kind": "kind", "id": "id"}
 
 
-class ActorKind(StrEnum):
-    """Who asks for the tool call."""
+class ApptainerExecutionProfile(PlainModel):
+    """A Apptainer container started from a worker image with the installed `apptainer` runtime. Resource and network settings use the runtime's CPU, memory and network-namespace options, which the host's runtime configuration must permit."""
 
-    AGENT = "agent"
-    """A model-driven agent of the conversation."""
-    USER = "user"
-    """The person who owns the conversation, acting directly."""
-    PLUGIN = "plugin"
-    """An installed extension acting through its own process API."""
-    SYSTEM = "system"
-    """The host itself (recovery, maintenance)."""
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "host_workspace",
+        "mount_read_only",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("host_workspace", "host_workspace", False, None),
+        ("mount_read_only", "mount_read_only", False, False),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 7000),
+        ("network", "network", False, ContainerNetworkMode.HOST),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    host_workspace: str | None
+    mount_read_only: bool
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    network: ContainerNetworkMode
+    cpus: float | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _ApptainerExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of ApptainerExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_ApptainerExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_ApptainerExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_SingularityImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("host_workspace", _ABSENT)
+        if found is _ABSENT:
+            self.host_workspace = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "host_workspace"), "is null")
+            self.host_workspace = _check_ProfileAbsolutePath(found, _at(at, "host_workspace"))
+        found = value.get("mount_read_only", _ABSENT)
+        if found is _ABSENT:
+            self.mount_read_only = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "mount_read_only"), "is null")
+            self.mount_read_only = _check_ApptainerExecutionProfile_mount_read_only(
+                found, _at(at, "mount_read_only")
+            )
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 7000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = ContainerNetworkMode.HOST
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_ContainerNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
+        return self
+
+
+_ApptainerExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "host_workspace": "host_workspace",
+    "mount_read_only": "mount_read_only",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
+}
 
 
 class CancelParams(PlainModel):
@@ -399,13 +797,254 @@ class CancelResult(PlainModel):
 _CancelResult_WIRE: dict[str, str] = {"cancelled": "cancelled"}
 
 
-class CommandNetwork(StrEnum):
-    """A network policy of confined commands."""
+class CommandExecutionProfile(PlainModel):
+    """An execution adapter: a trusted local program that implements the v4 execution backend protocol on its standard input and output and owns provisioning and enforcement. Selecting one grants it the host permissions of Wuu. The host conveys the environment identity, the forwarded variables and retention through the initialize binding (`identity`, `environment`, `require_existing_workspace`, `remove_workspace_on_exit`). A delegating adapter's peer budget (`shutdown_grace_ms` of the SDK's delegate options) is adapter configuration, not a profile field; `shutdown_grace_ms` here is an unknown field."""
 
-    UNRESTRICTED = "unrestricted"
-    """The OS sandbox does not restrict the network."""
-    NO_TCP = "no_tcp"
-    """A confined command can neither bind a TCP socket to a port (0 included) nor connect one: on Linux Landlock ABI 4 or later, whose network rules cover TCP only, so UDP, raw sockets where the user may open them, Unix sockets bound to a path and, with ABI 6, the abstract Unix sockets of the command's own domain still work. A sandbox.process@1 extension enforces it only where its probe lists it (sandbox_process.schema.json)."""
+    __slots__ = (
+        "backend",
+        "command",
+        "workspace",
+        "shared",
+        "persistent",
+        "forward_env",
+        "shutdown_timeout_ms",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("command", "command", True, None),
+        ("workspace", "workspace", True, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 60000),
+    )
+    backend: str
+    command: list[str]
+    workspace: str
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    shutdown_timeout_ms: int
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _CommandExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of CommandExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_CommandExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_CommandExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "command" not in value:
+            raise Invalid(_at(at, "command"), "is required")
+        self.command = _check_ProfileArgv(value["command"], _at(at, "command"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 60000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        return self
+
+
+_CommandExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "command": "command",
+    "workspace": "workspace",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+}
+
+
+class DaytonaExecutionProfile(PlainModel):
+    """A Daytona sandbox. The host transport needs Python 3.10 or later with the `daytona` SDK and configured Daytona credentials. With `persistent`, the sandbox is stopped instead of deleted."""
+
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "python",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 90000),
+        ("python", "python", False, None),
+        ("network", "network", False, CloudNetworkMode.OUTBOUND),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    python: str | None
+    network: CloudNetworkMode
+    cpus: int | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _DaytonaExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of DaytonaExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_DaytonaExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_DaytonaExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_ContainerImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 90000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("python", _ABSENT)
+        if found is _ABSENT:
+            self.python = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "python"), "is null")
+            self.python = _check_ProfileAbsolutePath(found, _at(at, "python"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = CloudNetworkMode.OUTBOUND
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_CloudNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileWholeCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        return self
+
+
+_DaytonaExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "python": "python",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
+}
 
 
 class DirEntry(PlainModel):
@@ -441,17 +1080,188 @@ class DirEntry(PlainModel):
 _DirEntry_WIRE: dict[str, str] = {"path": "path", "type": "type", "size": "size"}
 
 
-class DirEntryType(StrEnum):
-    """The type of a directory entry, not following symlinks."""
+class DockerExecutionProfile(PlainModel):
+    """A Docker container started from a worker image by a running Docker service. The host removes the container at runtime shutdown unless `persistent`."""
 
-    FILE = "file"
-    """A regular file."""
-    DIRECTORY = "directory"
-    """A directory."""
-    SYMLINK = "symlink"
-    """A symbolic link (not followed)."""
-    OTHER = "other"
-    """Anything else: a socket, a FIFO, a device."""
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "host_workspace",
+        "mount_read_only",
+        "user",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("host_workspace", "host_workspace", False, None),
+        ("mount_read_only", "mount_read_only", False, False),
+        ("user", "user", False, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 7000),
+        ("network", "network", False, ContainerNetworkMode.BRIDGE),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    host_workspace: str | None
+    mount_read_only: bool
+    user: str | None
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    network: ContainerNetworkMode
+    cpus: float | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _DockerExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of DockerExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_DockerExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_DockerExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_ContainerImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("host_workspace", _ABSENT)
+        if found is _ABSENT:
+            self.host_workspace = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "host_workspace"), "is null")
+            self.host_workspace = _check_ProfileAbsolutePath(found, _at(at, "host_workspace"))
+        found = value.get("mount_read_only", _ABSENT)
+        if found is _ABSENT:
+            self.mount_read_only = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "mount_read_only"), "is null")
+            self.mount_read_only = _check_DockerExecutionProfile_mount_read_only(
+                found, _at(at, "mount_read_only")
+            )
+        found = value.get("user", _ABSENT)
+        if found is _ABSENT:
+            self.user = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "user"), "is null")
+            self.user = _check_DockerExecutionProfile_user(found, _at(at, "user"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 7000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = ContainerNetworkMode.BRIDGE
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_ContainerNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
+        return self
+
+
+_DockerExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "host_workspace": "host_workspace",
+    "mount_read_only": "mount_read_only",
+    "user": "user",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
+}
 
 
 class EditFileArguments(PlainModel):
@@ -557,51 +1367,6 @@ class EmptyResult(PlainModel):
 
 
 _EmptyResult_WIRE: dict[str, str] = {}
-
-
-class ErrorCode(StrEnum):
-    """The error codes of the worker protocol."""
-
-    NOT_INITIALIZED = "not_initialized"
-    """A request other than `initialize` arrived before a successful `initialize`."""
-    INITIALIZATION_FAILED = "initialization_failed"
-    """An earlier `initialize` on this connection failed or was cancelled; the connection is dead and every later request gets this code."""
-    TOKEN_MISMATCH = "token_mismatch"
-    """The request's token differs from the one pinned by the first successful `initialize`."""
-    BINDING_IMMUTABLE = "binding_immutable"
-    """A repeated `initialize` carried data that differs from the pinned binding."""
-    PROTOCOL_MISMATCH = "protocol_mismatch"
-    """The `initialize` version is not 4."""
-    UNSUPPORTED_METHOD = "unsupported_method"
-    """The worker does not implement the method. A worker never substitutes a local fallback."""
-    UNSUPPORTED_TOOL = "unsupported_tool"
-    """`execute` named a tool that the worker does not provide."""
-    UNSUPPORTED_POLICY = "unsupported_policy"
-    """The request asks for a permission mode or policy the worker cannot enforce (for example a `process/stop` signal it cannot send)."""
-    INVALID_REQUEST = "invalid_request"
-    """A well-formed request whose fields are wrong: parameters that violate the method's schema, tool arguments that violate the tool's schema, or an id already in flight."""
-    CANCELLED = "cancelled"
-    """The request was cancelled by `cancel`, or by the end of the connection, before it finished."""
-    REPLY_TOO_LARGE = "reply_too_large"
-    """The reply would exceed the frame size limit."""
-    NOT_FOUND = "not_found"
-    """The named file, directory, process or export token does not exist."""
-    WORKSPACE_MISSING = "workspace_missing"
-    """`require_existing_workspace` was true and the root does not exist."""
-    PATH_OUTSIDE_ROOT = "path_outside_root"
-    """In `standard` or `read_only`, the path resolves outside the bound root (symlink escapes included)."""
-    SENSITIVE_PATH = "sensitive_path"
-    """The path is a sensitive path (environment file, credential store, SSH private key) and the tool would write it, or would read it where its rule's `access` is `read_write`; refused in every permission mode."""
-    PERMISSION_DENIED = "permission_denied"
-    """The operation is refused by the permission mode (a mutating tool in `read_only`) or by the operating system."""
-    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
-    """A confined command (`standard` or `read_only`) cannot run because no working OS sandbox is available; the worker never runs it unconfined instead."""
-    ARTIFACT_TOO_LARGE = "artifact_too_large"
-    """An export snapshot would exceed max_export_bytes."""
-    PARENT_NOT_LIVE = "parent_not_live"
-    """A callback named a parent request that is no longer in flight."""
-    INTERNAL = "internal"
-    """The worker failed in a way no other code describes."""
 
 
 class ExecCommandArguments(PlainModel):
@@ -717,6 +1482,57 @@ _ExecCommandMetadata_WIRE: dict[str, str] = {
     "timed_out": "timed_out",
     "duration_ns": "duration_ns",
 }
+
+
+class ExecutionEnvironments(PlainModel):
+    """The `execution_environments` key of the user configuration: where workspace-bound built-in conversations run their workspace tools (file tools, search, shell commands, Git, programmatic tool calling and background processes). It is user-owned: the host reads it only from the user's own configuration, and project configuration MUST NOT set, add or override it (so it cannot install or select an execution adapter). The host reads it when it starts; an edit takes effect after a full restart. A new conversation saves the selected profile name together with the profile; editing or deleting the profile later does not move an existing conversation, and a conversation saved without a selection runs locally. A fork inherits its parent's saved profile; in-place subagents and read-only side conversations use their parent's environment. Personal user-bound runtimes do not use this configuration, and an external engine refuses a conversation whose selected environment is not local. Model connections, plugins, browser integration, notes and history always stay on the host, and this configuration does not sandbox extensions."""
+
+    __slots__ = ("default", "profiles")
+    __fields__ = (("default", "default", False, "local"), ("profiles", "profiles", False, {}))
+    default: str
+    profiles: dict[
+        str,
+        LocalExecutionProfile
+        | CommandExecutionProfile
+        | DockerExecutionProfile
+        | SshExecutionProfile
+        | SingularityExecutionProfile
+        | ApptainerExecutionProfile
+        | ModalExecutionProfile
+        | DaytonaExecutionProfile
+        | VercelExecutionProfile,
+    ]
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _ExecutionEnvironments_WIRE:
+                raise Invalid(_at(at, key), "is not a field of ExecutionEnvironments")
+        self._extra = None
+        self._set = frozenset(_ExecutionEnvironments_WIRE[key] for key in value)
+        found = value.get("default", _ABSENT)
+        if found is _ABSENT:
+            self.default = "local"
+        else:
+            if found is None:
+                raise Invalid(_at(at, "default"), "is null")
+            self.default = _check_ProfileName(found, _at(at, "default"))
+        found = value.get("profiles", _ABSENT)
+        if found is _ABSENT:
+            self.profiles = {}
+        else:
+            if found is None:
+                raise Invalid(_at(at, "profiles"), "is null")
+            self.profiles = _check_ExecutionEnvironments_profiles(found, _at(at, "profiles"))
+        return self
+
+
+_ExecutionEnvironments_WIRE: dict[str, str] = {"default": "default", "profiles": "profiles"}
 
 
 class ExecutionProcessV4(PlainModel):
@@ -1101,19 +1917,6 @@ class FileRoot(PlainModel):
 
 
 _FileRoot_WIRE: dict[str, str] = {"path": "path", "kind": "kind"}
-
-
-class FileRootKind(StrEnum):
-    """What a file root is to the user; the kind decides whether a `standard` command may write beneath it."""
-
-    SCOPED_HOME = "scoped_home"
-    """The agent's scoped home directory: writable by `standard` commands."""
-    WUU_HOME = "wuu_home"
-    """Wuu home (`$WUU_HOME`, else `~/.wuu`): writable by `standard` commands; its credential files stay blocked for the dedicated tools."""
-    WORKSPACE = "workspace"
-    """A registered user workspace: writable by `standard` commands."""
-    TEMPORARY = "temporary"
-    """The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead)."""
 
 
 class GitAddArguments(PlainModel):
@@ -1761,15 +2564,244 @@ class ListDirMetadata(PlainModel):
 _ListDirMetadata_WIRE: dict[str, str] = {"entries": "entries"}
 
 
-class PermissionMode(StrEnum):
-    """The permission mode of a conversation, chosen by the user beside the desktop composer or with `wuu exec --permission-mode`. The three values are offered for every engine, but the built-in Wuu engine and external programs enforce them differently (EnginePermissionTable gives the external mapping). Normal project configuration MUST NOT silently replace the user's permission mode. For the Wuu engine, the normal file scope is the agent's scoped home, Wuu home (`$WUU_HOME`, or `~/.wuu` when it is unset), the registered user workspaces and the system temporary directory (a worker learns them from its binding: InitializeParams `file_roots`); non-credential files under Wuu home follow that ordinary boundary, while Wuu's credential files stay blocked (SensitivePathRules). Commands in the two confined modes (`standard`, `read_only`) run under the OS process sandbox: Seatbelt on macOS, Landlock ABI 3 or later on Linux, otherwise a configured `sandbox.process@1` extension. A missing, failed or partially enforcing sandbox makes the command fail; Wuu MUST NOT retry it unconfined. The sandbox restricts file-content writes and filesystem creation and removal, not reads, network access (unless the binding's `command_network` asks: InitializeParams), process visibility, inherited environment variables or every metadata change, so `read_only` does not stop a command from disclosing data. On Linux, where Landlock has ABI 6 or later, each confined command also runs in a Landlock domain of its own, which only the processes it starts share: it cannot signal a process outside that domain (another command, the worker, the user's other programs) nor connect to an abstract Unix socket bound outside it. With ABI 3 to 5 only the filesystem restrictions hold, and a confined command can signal any process of the user and reach any abstract Unix socket. Neither restricts Unix sockets bound to a path (a session bus, a container engine's socket), so a confined command can still ask a service listening on one to act outside the sandbox for it. On macOS both confined modes also permit writes to the current user's Directory Services (mds) cache, which Keychain reads require, and to no keychain store or other user cache. "Approve for me" (model review of selected tool calls in `standard`) is not a mode: it never elevates to `unconfined`, widens the boundary or lifts a sensitive-path guard. Dedicated file-tool boundaries and subprocess confinement are separate protections, and neither covers plugins, hooks, MCP servers, external engines or commands typed into the desktop terminal."""
+class LocalExecutionProfile(PlainModel):
+    """Local execution by a native worker that the host starts as a child process on the host. The worker's root is the conversation's local project, and the conversation's permission mode and the host's OS sandbox apply as for `default: "local"`, which is the same as a profile `{"backend": "local"}` with every field omitted."""
 
-    STANDARD = "standard"
-    """Standard. Dedicated tools: read and write within registered file roots, subject to sensitive-path guards. Commands: the filesystem sandbox permits writes within the execution roots (the workspace root and the file roots of the binding other than the system temporary directory, Wuu home included: InitializeParams `file_roots`) and a private temporary directory, not the whole shared temporary directory; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
-    READ_ONLY = "read_only"
-    """Read only. Dedicated tools: the same read scope as `standard`; mutating calls are refused. Commands: allowed commands run with filesystem writes restricted; with Landlock ABI 6, signals and abstract Unix sockets reach only the command's own processes."""
-    UNCONFINED = "unconfined"
-    """Unconfined. Dedicated tools: the normal path boundary is removed; the dedicated sensitive-path guards remain. Commands: Wuu's filesystem process sandbox is removed, so a command has the local authority of the user running Wuu."""
+    __slots__ = ("backend", "forward_env", "worker", "shutdown_timeout_ms", "file_roots", "command_network")
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 7000),
+        ("file_roots", "file_roots", False, None),
+        ("command_network", "command_network", False, CommandNetwork.UNRESTRICTED),
+    )
+    backend: str
+    forward_env: list[str] | None
+    worker: list[str] | None
+    shutdown_timeout_ms: int
+    file_roots: list[FileRoot] | None
+    command_network: CommandNetwork
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _LocalExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of LocalExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_LocalExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_LocalExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 7000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("file_roots", _ABSENT)
+        if found is _ABSENT:
+            self.file_roots = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "file_roots"), "is null")
+            self.file_roots = _check_LocalExecutionProfile_file_roots(found, _at(at, "file_roots"))
+        found = value.get("command_network", _ABSENT)
+        if found is _ABSENT:
+            self.command_network = CommandNetwork.UNRESTRICTED
+        else:
+            if found is None:
+                raise Invalid(_at(at, "command_network"), "is null")
+            self.command_network = _check_CommandNetwork(found, _at(at, "command_network"))
+        return self
+
+
+_LocalExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "file_roots": "file_roots",
+    "command_network": "command_network",
+}
+
+
+class ModalExecutionProfile(PlainModel):
+    """A Modal sandbox. The host transport needs Python 3.10 or later with the `modal` SDK 1.5 or later and configured Modal credentials. With `persistent`, the filesystem is kept as a snapshot."""
+
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "python",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 90000),
+        ("python", "python", False, None),
+        ("network", "network", False, CloudNetworkMode.OUTBOUND),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    python: str | None
+    network: CloudNetworkMode
+    cpus: float | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _ModalExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of ModalExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_ModalExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_ModalExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_ContainerImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 90000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("python", _ABSENT)
+        if found is _ABSENT:
+            self.python = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "python"), "is null")
+            self.python = _check_ProfileAbsolutePath(found, _at(at, "python"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = CloudNetworkMode.OUTBOUND
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_CloudNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        return self
+
+
+_ModalExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "python": "python",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
+}
 
 
 class ProcessEvent(PlainModel):
@@ -1810,38 +2842,6 @@ class ProcessEvent(PlainModel):
 
 
 _ProcessEvent_WIRE: dict[str, str] = {"Type": "type", "Cause": "cause", "Process": "process"}
-
-
-class ProcessEventCause(StrEnum):
-    """Why a process event happened."""
-
-    START = "start"
-    """The process was started by `process/start`."""
-    EXIT = "exit"
-    """The process exited with a status."""
-    SIGNAL = "signal"
-    """A signal the worker did not send ended the process."""
-    STOP_REQUEST = "stop_request"
-    """`process/stop` ended the process."""
-    TIMEOUT = "timeout"
-    """The process's `timeout_ms` expired."""
-    SHUTDOWN = "shutdown"
-    """The worker's cleanup ended the process."""
-    ERROR = "error"
-    """Starting or supervising the process failed."""
-
-
-class ProcessEventType(StrEnum):
-    """What happened to a process."""
-
-    STARTED = "started"
-    """The process started; the first event of every process that started. A process that could not start has only its `failed` event."""
-    EXITED = "exited"
-    """The process ended by itself."""
-    STOPPED = "stopped"
-    """The process was stopped (stop request, timeout or shutdown)."""
-    FAILED = "failed"
-    """The process could not be started or supervised."""
 
 
 class ProcessGetParams(PlainModel):
@@ -1922,15 +2922,6 @@ class ProcessListResult(PlainModel):
 
 
 _ProcessListResult_WIRE: dict[str, str] = {"processes": "processes"}
-
-
-class ProcessOutputFlow(StrEnum):
-    """What the worker does when a process writes faster than its output is read. The unread bytes are those past the largest `EndOffset` that a `process/read` of the process has returned."""
-
-    DROP_OLDEST = "drop_oldest"
-    """The worker reads the process's output as fast as it comes: the process never waits, and once more than `output_retention_bytes` are unread the oldest are lost (a read below the retained start says `Truncated`)."""
-    WAIT_FOR_READER = "wait_for_reader"
-    """The worker stops reading the process's output while it would otherwise lose an unread byte, and goes on once a `process/read` takes them: the process meanwhile blocks in its writes, as at a full pipe. A reader that keeps reading from each `EndOffset` gets every byte, never `Truncated`. A process whose output nobody reads stops at its first write past the retention, and it cannot end before its output has been read, unless it is stopped (`process/stop`, `timeout_ms`)."""
 
 
 class ProcessReadParams(PlainModel):
@@ -2090,15 +3081,6 @@ _ProcessReadResult_WIRE: dict[str, str] = {
 }
 
 
-class ProcessSignal(StrEnum):
-    """The signal `process/stop` sends first."""
-
-    TERM = "TERM"
-    """Ask the process tree to terminate; after `grace_ms` the remaining processes get KILL."""
-    KILL = "KILL"
-    """Kill the process tree at once."""
-
-
 class ProcessStartParams(PlainModel):
     """Start a background process. The path, sandbox and environment rules of `execute` apply: `cwd` resolves inside the root in `standard` and `read_only`, and the process runs under the OS sandbox in those modes or gets `sandbox_unavailable`. The reply is the new process's record. A program that cannot be started (not found, not executable) is not an error reply: its record has status `failed`."""
 
@@ -2217,19 +3199,6 @@ _ProcessStartParams_WIRE: dict[str, str] = {
     "output_retention_bytes": "output_retention_bytes",
     "output_flow": "output_flow",
 }
-
-
-class ProcessStatus(StrEnum):
-    """The state of a background process."""
-
-    RUNNING = "running"
-    """The process has started and not yet ended."""
-    EXITED = "exited"
-    """The process ended by itself: it exited with a status or was killed by a signal it did not get from `process/stop`."""
-    STOPPED = "stopped"
-    """The process was ended by `process/stop`, by its timeout, or by the worker's cleanup."""
-    FAILED = "failed"
-    """The process could not be started or supervised (for example its program was not found)."""
 
 
 class ProcessStopParams(PlainModel):
@@ -2507,17 +3476,6 @@ class RedactionRules(PlainModel):
 
 
 _RedactionRules_WIRE: dict[str, str] = {"schema": "schema_", "rules": "rules"}
-
-
-class ResultView(StrEnum):
-    """Which view of a program's outcome `run_code` returns. A worker MUST honour the view per program; a worker that cannot omits `run_code`."""
-
-    OUTPUT = "output"
-    """The program's printed output only."""
-    VALUE = "value"
-    """Only the JSON value of the program's final expression, encoded as JSON text."""
-    BOTH = "both"
-    """The printed output, then a line with the JSON value."""
 
 
 class RunCodeParams(PlainModel):
@@ -3002,24 +3960,6 @@ _SensitiveHomeRule_WIRE: dict[str, str] = {
 }
 
 
-class SensitivePathAccess(StrEnum):
-    """The operations the dedicated tools refuse on a path that a rule matches."""
-
-    WRITE = "write"
-    """Writes are refused: creating, overwriting, editing, truncating, deleting or renaming the file (as source or destination). Reading its content is allowed."""
-    READ_WRITE = "read_write"
-    """Reads of the file's content are refused as well as writes. Listing a directory that contains it still shows its name."""
-
-
-class SensitivePathHome(StrEnum):
-    """A home directory that `under_home` rules are relative to, taken in the environment where the tool runs and normalized like the checked path."""
-
-    USER = "user"
-    """The home directory of the account the tool runs as (`$HOME`)."""
-    WUU = "wuu"
-    """Wuu home: `$WUU_HOME` when it is set and not empty, else `~/.wuu`."""
-
-
 class SensitivePathRules(PlainModel):
     """The sensitive-path rules (the data is `spec/data/sensitive_paths.json`). The dedicated file tools refuse an operation on a sensitive path with the error `sensitive_path` in every permission mode, `unconfined` included; chat approval and "Approve for me" do not lift the refusal. Structured Git tools refuse to stage or commit a sensitive path. Evaluation: (1) The tool's path is made absolute (a relative path against the workspace root) and lexically normalized; the rules are checked against that path and against the path the operation would act on: the tool's path resolved component by component as the path rules of `execute` resolve it, each symlink on the way replaced by its target (`..` stepping back from where the symlink led, not over it) and a dangling symlink, or a chain of them, by the target it would create; the path is sensitive when either matches. So a symlink named `.env` is sensitive whatever it points to, and a symlink `notes` to `.env` is sensitive whether or not `.env` exists. The files that `under_home` rules name are also recognized by identity, since another hard link, or another way to the same directory (a bind mount), reaches such a file under a name no rule matches: a tool that has opened a file for its content compares it (device and inode) with the existing files those rules name under their home directories, looked up at the time of the call, and refuses it as that file when they are the same, so reading a hard link to Wuu home's `auth.json` gets `sensitive_path` whatever its name. Files that other kinds of rules match are known by their names only. (2) A path is sensitive when at least one rule matches it; the refused operations are the union of the matching rules' `access`. (3) Globs match path components: within one component, `*` matches any run of characters (possibly empty, a leading `.` included) and `?` exactly one character, neither matching `/`; every other character matches itself; there is no `**`, character class or escape. Comparison is ASCII case-insensitive. A name that merely contains a word such as `credential` or `secret` is not sensitive unless a rule matches it: `credentials.go` is not sensitive, `credentials.json` is. These guards cover the dedicated file and Git tools only; they do not guarantee secrecy against shell commands, third-party code or network requests."""
 
@@ -3119,6 +4059,326 @@ _SensitivePathSuffixRule_WIRE: dict[str, str] = {
     "exempt": "exempt",
     "access": "access",
     "reason": "reason",
+}
+
+
+class SingularityExecutionProfile(PlainModel):
+    """A Singularity container started from a worker image with the installed `singularity` runtime. Resource and network settings use the runtime's CPU, memory and network-namespace options, which the host's runtime configuration must permit."""
+
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "host_workspace",
+        "mount_read_only",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("host_workspace", "host_workspace", False, None),
+        ("mount_read_only", "mount_read_only", False, False),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 7000),
+        ("network", "network", False, ContainerNetworkMode.HOST),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    host_workspace: str | None
+    mount_read_only: bool
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    network: ContainerNetworkMode
+    cpus: float | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _SingularityExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of SingularityExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_SingularityExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_SingularityExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_SingularityImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("host_workspace", _ABSENT)
+        if found is _ABSENT:
+            self.host_workspace = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "host_workspace"), "is null")
+            self.host_workspace = _check_ProfileAbsolutePath(found, _at(at, "host_workspace"))
+        found = value.get("mount_read_only", _ABSENT)
+        if found is _ABSENT:
+            self.mount_read_only = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "mount_read_only"), "is null")
+            self.mount_read_only = _check_SingularityExecutionProfile_mount_read_only(
+                found, _at(at, "mount_read_only")
+            )
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 7000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = ContainerNetworkMode.HOST
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_ContainerNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
+        return self
+
+
+_SingularityExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "host_workspace": "host_workspace",
+    "mount_read_only": "mount_read_only",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
+}
+
+
+class SshExecutionProfile(PlainModel):
+    """A reachable Unix host over SSH with a Wuu executable of the host's revision installed. The host authenticates with the user's SSH setup and MUST verify the server's host key strictly against the known-hosts file: an unknown or changed key fails the connection, and no key is ever accepted or added automatically. Limits and network policy belong to the server. Node.js 22.19 or later on the server is required for programmatic tool calling; Git and ripgrep are required for their tools."""
+
+    __slots__ = (
+        "backend",
+        "host",
+        "port",
+        "identity_file",
+        "known_hosts_file",
+        "workspace",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("host", "host", True, None),
+        ("port", "port", False, None),
+        ("identity_file", "identity_file", False, None),
+        ("known_hosts_file", "known_hosts_file", False, None),
+        ("workspace", "workspace", True, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 7000),
+    )
+    backend: str
+    host: str
+    port: int | None
+    identity_file: str | None
+    known_hosts_file: str | None
+    workspace: str
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _SshExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of SshExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_SshExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_SshExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "host" not in value:
+            raise Invalid(_at(at, "host"), "is required")
+        self.host = _check_SshExecutionProfile_host(value["host"], _at(at, "host"))
+        found = value.get("port", _ABSENT)
+        if found is _ABSENT:
+            self.port = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "port"), "is null")
+            self.port = _check_SshExecutionProfile_port(found, _at(at, "port"))
+        found = value.get("identity_file", _ABSENT)
+        if found is _ABSENT:
+            self.identity_file = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "identity_file"), "is null")
+            self.identity_file = _check_ProfileAbsolutePath(found, _at(at, "identity_file"))
+        found = value.get("known_hosts_file", _ABSENT)
+        if found is _ABSENT:
+            self.known_hosts_file = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "known_hosts_file"), "is null")
+            self.known_hosts_file = _check_ProfileAbsolutePath(found, _at(at, "known_hosts_file"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 7000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        return self
+
+
+_SshExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "host": "host",
+    "port": "port",
+    "identity_file": "identity_file",
+    "known_hosts_file": "known_hosts_file",
+    "workspace": "workspace",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
 }
 
 
@@ -3228,6 +4488,153 @@ class ToolResult(PlainModel):
 
 
 _ToolResult_WIRE: dict[str, str] = {"output": "output", "is_error": "is_error", "metadata": "metadata"}
+
+
+class VercelExecutionProfile(PlainModel):
+    """A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used."""
+
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "python",
+        "network",
+        "cpus",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 90000),
+        ("python", "python", False, None),
+        ("network", "network", False, CloudNetworkMode.OUTBOUND),
+        ("cpus", "cpus", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    python: str | None
+    network: CloudNetworkMode
+    cpus: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _VercelExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of VercelExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_VercelExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_VercelExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_ContainerImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 90000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("python", _ABSENT)
+        if found is _ABSENT:
+            self.python = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "python"), "is null")
+            self.python = _check_ProfileAbsolutePath(found, _at(at, "python"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = CloudNetworkMode.OUTBOUND
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_CloudNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileWholeCpus(found, _at(at, "cpus"))
+        return self
+
+
+_VercelExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "python": "python",
+    "network": "network",
+    "cpus": "cpus",
+}
 
 
 class WorkerInfo(PlainModel):
@@ -3341,6 +4748,19 @@ class WriteFileMetadata(PlainModel):
 _WriteFileMetadata_WIRE: dict[str, str] = {"bytes_written": "bytes_written", "created": "created"}
 
 
+ExecutionProfile = (
+    LocalExecutionProfile
+    | CommandExecutionProfile
+    | DockerExecutionProfile
+    | SshExecutionProfile
+    | SingularityExecutionProfile
+    | ApptainerExecutionProfile
+    | ModalExecutionProfile
+    | DaytonaExecutionProfile
+    | VercelExecutionProfile
+)
+"""One execution environment, selected by `backend`; each backend has its own closed set of fields, and a field of another backend is an unknown field. Rules common to every backend: (1) Every environment runs a worker that speaks the v4 execution-worker protocol; the host and the worker MUST be the same Wuu revision, and a protocol mismatch stops execution. (2) The host MUST apply every resource and network setting the profile gives (`cpus`, `memory_mb`, `network`, `mount_read_only`); a backend or host that cannot apply one fails startup with an error naming the field and MUST NOT run without it. (3) Container and VM isolation is separate from the conversation's permission mode: the worker still enforces the mode inside the environment. (4) Cloud credentials (Modal, Daytona, Vercel) come from the provider's normal SDK or CLI login; the host transport uses them to provision the environment and MUST NOT forward them to workspace commands unless they are named in `forward_env`. (5) A transport disconnect never replays the interrupted tool call: its outcome is reported as unknown, and a later call can reconnect to the saved worker. Background process controls address the environment's own process registry, never a host PID. (6) Omitted or zero `shutdown_timeout_ms` and `lifetime_seconds` resolve to the backend's defaults. `x-backend-defaults` lists, per backend, every field of that branch that has a single default, with the value used when the field is omitted (or zero, for `shutdown_timeout_ms` and `lifetime_seconds`); it equals the `default` keywords of the branch's properties."""
+
 SensitivePathRule = SensitiveBasenameRule | SensitivePathSuffixRule | SensitiveHomeRule
 """One sensitive-path rule, told apart by `kind`. A rule matches a path when one of its `patterns` matches and the path's last component matches none of its `exempt` globs."""
 
@@ -3361,9 +4781,39 @@ def _check_Actor_id(value: Any, at: str) -> Any:
     return value
 
 
+def _check_ApptainerExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "apptainer" or type(value) is not str:
+        raise Invalid(at, 'is not "apptainer"')
+    return value
+
+
+def _check_ApptainerExecutionProfile_mount_read_only(value: Any, at: str) -> Any:
+    if type(value) is not bool:
+        raise Invalid(at, "is not a boolean")
+    return value
+
+
 def _check_CancelResult_cancelled(value: Any, at: str) -> Any:
     if type(value) is not bool:
         raise Invalid(at, "is not a boolean")
+    return value
+
+
+def _check_CloudNetworkMode(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value not in CloudNetworkMode._value2member_map_:
+        raise Invalid(at, "is not one of none, outbound")
+    return CloudNetworkMode(value)
+
+
+def _check_CommandExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "command" or type(value) is not str:
+        raise Invalid(at, 'is not "command"')
     return value
 
 
@@ -3373,6 +4823,32 @@ def _check_CommandNetwork(value: Any, at: str) -> Any:
     if value not in CommandNetwork._value2member_map_:
         raise Invalid(at, "is not one of unrestricted, no_tcp")
     return CommandNetwork(value)
+
+
+def _check_ContainerImageReference(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    if not _PATTERN_4.search(value):
+        raise Invalid(at, "does not match '^[^\\\\s-]\\\\S*$'")
+    return value
+
+
+def _check_ContainerNetworkMode(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value not in ContainerNetworkMode._value2member_map_:
+        raise Invalid(at, "is not one of none, bridge, host")
+    return ContainerNetworkMode(value)
+
+
+def _check_DaytonaExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "daytona" or type(value) is not str:
+        raise Invalid(at, 'is not "daytona"')
+    return value
 
 
 def _check_DirEntryType(value: Any, at: str) -> Any:
@@ -3398,6 +4874,28 @@ def _check_DirEntry_size(value: Any, at: str) -> Any:
         raise Invalid(at, "is less than the minimum 0")
     if value > 9223372036854775807:
         raise Invalid(at, "is more than the maximum 9223372036854775807")
+    return value
+
+
+def _check_DockerExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "docker" or type(value) is not str:
+        raise Invalid(at, 'is not "docker"')
+    return value
+
+
+def _check_DockerExecutionProfile_mount_read_only(value: Any, at: str) -> Any:
+    if type(value) is not bool:
+        raise Invalid(at, "is not a boolean")
+    return value
+
+
+def _check_DockerExecutionProfile_user(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_5.search(value):
+        raise Invalid(at, "does not match '^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$'")
     return value
 
 
@@ -3451,7 +4949,7 @@ def _check_ExecCommandArguments_argv(value: Any, at: str) -> Any:
 def _check_ExecCommandArguments_argv_item(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -3461,7 +4959,7 @@ def _check_ExecCommandArguments_cwd(value: Any, at: str) -> Any:
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -3470,7 +4968,7 @@ def _check_ExecCommandArguments_env(value: Any, at: str) -> Any:
     if type(value) is not dict:
         raise Invalid(at, "is not an object")
     for key in value:
-        if not _PATTERN_1.search(key):
+        if not _PATTERN_2.search(key):
             raise Invalid(_at(at, key), "is not a name that matches '^[A-Za-z_][A-Za-z0-9_]*$'")
     value = {key: _check_ExecCommandArguments_env_value(item, _at(at, key)) for key, item in value.items()}
     return value
@@ -3479,7 +4977,7 @@ def _check_ExecCommandArguments_env(value: Any, at: str) -> Any:
 def _check_ExecCommandArguments_env_value(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -3530,6 +5028,35 @@ def _check_ExecCommandMetadata_timed_out(value: Any, at: str) -> Any:
     return value
 
 
+def _check_ExecutionEnvironments_profiles(value: Any, at: str) -> Any:
+    if type(value) is not dict:
+        raise Invalid(at, "is not an object")
+    for key in value:
+        _check_ExecutionEnvironments_profiles_key(key, _at(at, key))
+    value = {key: _check_ExecutionProfile(item, _at(at, key)) for key, item in value.items()}
+    return value
+
+
+def _check_ExecutionEnvironments_profiles_key(value: Any, at: str) -> Any:
+    return _check_ExecutionEnvironments_profiles_key_beside(_check_ProfileName(value, at), at)
+
+
+def _check_ExecutionEnvironments_profiles_key_beside(value: Any, at: str) -> Any:
+    try:
+        _check_ExecutionEnvironments_profiles_key_beside_not(value, at)
+    except Invalid:
+        pass
+    else:
+        raise Invalid(at, 'must not be {"const": "local"}')
+    return value
+
+
+def _check_ExecutionEnvironments_profiles_key_beside_not(value: Any, at: str) -> Any:
+    if value != "local" or type(value) is not str:
+        raise Invalid(at, 'is not "local"')
+    return value
+
+
 def _check_ExecutionProcessV4_argv(value: Any, at: str) -> Any:
     if type(value) is not list:
         raise Invalid(at, "is not an array")
@@ -3570,7 +5097,7 @@ def _check_ExecutionProcessV4_ended_at(value: Any, at: str) -> Any:
         return None
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_2.search(value):
+    if not _PATTERN_8.search(value):
         raise Invalid(
             at,
             "does not match '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$'",
@@ -3645,7 +5172,7 @@ def _check_ExecutionProcessV4_signal(value: Any, at: str) -> Any:
 def _check_ExecutionProcessV4_started_at(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_2.search(value):
+    if not _PATTERN_8.search(value):
         raise Invalid(
             at,
             "does not match '^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$'",
@@ -3653,10 +5180,38 @@ def _check_ExecutionProcessV4_started_at(value: Any, at: str) -> Any:
     return value
 
 
+def _check_ExecutionProfile(value: Any, at: str) -> Any:
+    if type(value) is not dict:
+        raise Invalid(at, "is not an object")
+    tag = value.get("backend")
+    if tag == "local":
+        return LocalExecutionProfile._decode(value, at)
+    if tag == "command":
+        return CommandExecutionProfile._decode(value, at)
+    if tag == "docker":
+        return DockerExecutionProfile._decode(value, at)
+    if tag == "ssh":
+        return SshExecutionProfile._decode(value, at)
+    if tag == "singularity":
+        return SingularityExecutionProfile._decode(value, at)
+    if tag == "apptainer":
+        return ApptainerExecutionProfile._decode(value, at)
+    if tag == "modal":
+        return ModalExecutionProfile._decode(value, at)
+    if tag == "daytona":
+        return DaytonaExecutionProfile._decode(value, at)
+    if tag == "vercel":
+        return VercelExecutionProfile._decode(value, at)
+    raise Invalid(
+        _at(at, "backend"),
+        "is not one of local, command, docker, ssh, singularity, apptainer, modal, daytona, vercel",
+    )
+
+
 def _check_ExecutionToolRequestV4_tool(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_3.search(value):
+    if not _PATTERN_9.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9_]*$'")
     return value
 
@@ -3680,7 +5235,7 @@ def _check_ExportOpenParams_path(value: Any, at: str) -> Any:
 def _check_ExportOpenResult_sha256(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_4.search(value):
+    if not _PATTERN_10.search(value):
         raise Invalid(at, "does not match '^[0-9a-f]{64}$'")
     return value
 
@@ -3756,7 +5311,7 @@ def _check_FileRoot_path(value: Any, at: str) -> Any:
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
-    if not _PATTERN_5.search(value):
+    if not _PATTERN_11.search(value):
         raise Invalid(at, "does not match '^/'")
     return value
 
@@ -3806,7 +5361,7 @@ def _check_GitBranchName(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 256:
         raise Invalid(at, "is longer than 256 characters")
-    if not _PATTERN_7.search(value):
+    if not _PATTERN_13.search(value):
         raise Invalid(at, "does not match '^[^-\\\\s\\\\u0000][^\\\\s\\\\u0000]*$'")
     return value
 
@@ -3826,7 +5381,7 @@ def _check_GitCommitArguments_message(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 65536:
         raise Invalid(at, "is longer than 65536 characters")
-    if not _PATTERN_8.search(value):
+    if not _PATTERN_14.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*\\\\S[^\\\\u0000]*$'")
     return value
 
@@ -3929,7 +5484,7 @@ def _check_GitPathspec(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 1024:
         raise Invalid(at, "is longer than 1024 characters")
-    if not _PATTERN_6.search(value):
+    if not _PATTERN_12.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000\\\\n\\\\r]+$'")
     return value
 
@@ -3941,7 +5496,7 @@ def _check_GitRevision(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 256:
         raise Invalid(at, "is longer than 256 characters")
-    if not _PATTERN_7.search(value):
+    if not _PATTERN_13.search(value):
         raise Invalid(at, "does not match '^[^-\\\\s\\\\u0000][^\\\\s\\\\u0000]*$'")
     return value
 
@@ -3985,7 +5540,7 @@ def _check_InitializeParams_environment(value: Any, at: str) -> Any:
     if type(value) is not dict:
         raise Invalid(at, "is not an object")
     for key in value:
-        if not _PATTERN_1.search(key):
+        if not _PATTERN_2.search(key):
             raise Invalid(_at(at, key), "is not a name that matches '^[A-Za-z_][A-Za-z0-9_]*$'")
     value = {
         key: _check_InitializeParams_environment_value(item, _at(at, key)) for key, item in value.items()
@@ -4036,7 +5591,7 @@ def _check_InitializeParams_root(value: Any, at: str) -> Any:
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
-    if not _PATTERN_5.search(value):
+    if not _PATTERN_11.search(value):
         raise Invalid(at, "does not match '^/'")
     return value
 
@@ -4133,6 +5688,29 @@ def _check_ListDirMetadata_entries(value: Any, at: str) -> Any:
     if type(value) is not list:
         raise Invalid(at, "is not an array")
     value = [DirEntry._decode(item, _at(at, index)) for index, item in enumerate(value)]
+    return value
+
+
+def _check_LocalExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "local" or type(value) is not str:
+        raise Invalid(at, 'is not "local"')
+    return value
+
+
+def _check_LocalExecutionProfile_file_roots(value: Any, at: str) -> Any:
+    if type(value) is not list:
+        raise Invalid(at, "is not an array")
+    value = [FileRoot._decode(item, _at(at, index)) for index, item in enumerate(value)]
+    return value
+
+
+def _check_ModalExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "modal" or type(value) is not str:
+        raise Invalid(at, 'is not "modal"')
     return value
 
 
@@ -4309,7 +5887,7 @@ def _check_ProcessStartParams_argv(value: Any, at: str) -> Any:
 def _check_ProcessStartParams_argv_item(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -4319,7 +5897,7 @@ def _check_ProcessStartParams_cwd(value: Any, at: str) -> Any:
         raise Invalid(at, "is not a string")
     if len(value) < 1:
         raise Invalid(at, "is shorter than 1 characters")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -4328,7 +5906,7 @@ def _check_ProcessStartParams_env(value: Any, at: str) -> Any:
     if type(value) is not dict:
         raise Invalid(at, "is not an object")
     for key in value:
-        if not _PATTERN_1.search(key):
+        if not _PATTERN_2.search(key):
             raise Invalid(_at(at, key), "is not a name that matches '^[A-Za-z_][A-Za-z0-9_]*$'")
     value = {key: _check_ProcessStartParams_env_value(item, _at(at, key)) for key, item in value.items()}
     return value
@@ -4337,7 +5915,7 @@ def _check_ProcessStartParams_env(value: Any, at: str) -> Any:
 def _check_ProcessStartParams_env_value(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_0.search(value):
+    if not _PATTERN_6.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000]*$'")
     return value
 
@@ -4422,6 +6000,129 @@ def _check_ProcessWriteParams_id(value: Any, at: str) -> Any:
     return value
 
 
+def _check_ProfileAbsolutePath(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_1.search(value):
+        raise Invalid(at, "does not match '^(/(?!\\\\.\\\\.?(/|$))[^/]+)+$'")
+    return value
+
+
+def _check_ProfileArgv(value: Any, at: str) -> Any:
+    if type(value) is not list:
+        raise Invalid(at, "is not an array")
+    if len(value) < 1:
+        raise Invalid(at, "has fewer than 1 items")
+    value = [
+        (_check_ProfileArgv_0,)[index](item, _at(at, index))
+        if index < 1
+        else _check_ProfileArgv_item(item, _at(at, index))
+        for index, item in enumerate(value)
+    ]
+    return value
+
+
+def _check_ProfileArgv_0(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    if not _PATTERN_3.search(value):
+        raise Invalid(at, "does not match '^(/|[^/]+$)'")
+    return value
+
+
+def _check_ProfileArgv_item(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    return value
+
+
+def _check_ProfileCpus(value: Any, at: str) -> Any:
+    if type(value) is not int and type(value) is not float:
+        raise Invalid(at, "is not a number")
+    if value <= 0:
+        raise Invalid(at, "is not more than 0")
+    return value
+
+
+def _check_ProfileEnvName(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_2.search(value):
+        raise Invalid(at, "does not match '^[A-Za-z_][A-Za-z0-9_]*$'")
+    return value
+
+
+def _check_ProfileForwardEnv(value: Any, at: str) -> Any:
+    if type(value) is not list:
+        raise Invalid(at, "is not an array")
+    value = [_check_ProfileEnvName(item, _at(at, index)) for index, item in enumerate(value)]
+    if _repeats(value):
+        raise Invalid(at, "has repeated items")
+    return value
+
+
+def _check_ProfileLifetimeSeconds(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 0:
+        raise Invalid(at, "is less than the minimum 0")
+    if value > 2147483647:
+        raise Invalid(at, "is more than the maximum 2147483647")
+    return value
+
+
+def _check_ProfileMemoryMb(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 1:
+        raise Invalid(at, "is less than the minimum 1")
+    if value > 2147483647:
+        raise Invalid(at, "is more than the maximum 2147483647")
+    return value
+
+
+def _check_ProfileName(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_7.search(value):
+        raise Invalid(at, "does not match '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'")
+    return value
+
+
+def _check_ProfilePersistent(value: Any, at: str) -> Any:
+    if type(value) is not bool:
+        raise Invalid(at, "is not a boolean")
+    return value
+
+
+def _check_ProfileShared(value: Any, at: str) -> Any:
+    if type(value) is not bool:
+        raise Invalid(at, "is not a boolean")
+    return value
+
+
+def _check_ProfileShutdownTimeoutMs(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 0:
+        raise Invalid(at, "is less than the minimum 0")
+    if value > 2147483647:
+        raise Invalid(at, "is more than the maximum 2147483647")
+    return value
+
+
+def _check_ProfileWholeCpus(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 1:
+        raise Invalid(at, "is less than the minimum 1")
+    if value > 2147483647:
+        raise Invalid(at, "is more than the maximum 2147483647")
+    return value
+
+
 def _check_ReadFileArguments_max_bytes(value: Any, at: str) -> Any:
     if type(value) is not int:
         raise Invalid(at, "is not an integer")
@@ -4503,7 +6204,7 @@ def _check_RedactionRule_description(value: Any, at: str) -> Any:
 def _check_RedactionRule_id(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_9.search(value):
+    if not _PATTERN_15.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9-]*$'")
     return value
 
@@ -4643,7 +6344,7 @@ def _check_SearchContentArguments_globs_item(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 257:
         raise Invalid(at, "is longer than 257 characters")
-    if not _PATTERN_11.search(value):
+    if not _PATTERN_17.search(value):
         raise Invalid(
             at, "does not match '^!?[^!\\\\[\\\\]\\\\\\\\\\\\u0000][^\\\\[\\\\]\\\\\\\\\\\\u0000]*$'"
         )
@@ -4687,7 +6388,7 @@ def _check_SearchContentArguments_pattern(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 4096:
         raise Invalid(at, "is longer than 4096 characters")
-    if not _PATTERN_10.search(value):
+    if not _PATTERN_16.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000\\\\n\\\\r]*$'")
     return value
 
@@ -4772,7 +6473,7 @@ def _check_SearchGlob(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 256:
         raise Invalid(at, "is longer than 256 characters")
-    if not _PATTERN_12.search(value):
+    if not _PATTERN_18.search(value):
         raise Invalid(at, "does not match '^[^\\\\[\\\\]\\\\\\\\\\\\u0000]+$'")
     return value
 
@@ -4852,7 +6553,7 @@ def _check_SensitiveHomeRule_reason(value: Any, at: str) -> Any:
 def _check_SensitiveNameGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_14.search(value):
+    if not _PATTERN_20.search(value):
         raise Invalid(at, "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+$'")
     return value
 
@@ -4889,7 +6590,7 @@ def _check_SensitivePathRule(value: Any, at: str) -> Any:
 def _check_SensitivePathRuleId(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_13.search(value):
+    if not _PATTERN_19.search(value):
         raise Invalid(at, "does not match '^[a-z0-9]+(-[a-z0-9]+)*$'")
     return value
 
@@ -4950,7 +6651,7 @@ def _check_SensitivePathSuffixRule_reason(value: Any, at: str) -> Any:
 def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_15.search(value):
+    if not _PATTERN_21.search(value):
         raise Invalid(
             at,
             "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+(/[^/\\\\[\\\\]\\\\\\\\]+)*$'",
@@ -4961,11 +6662,59 @@ def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
 def _check_SensitiveSuffixGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_16.search(value):
+    if not _PATTERN_22.search(value):
         raise Invalid(
             at,
             "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+(/[^/\\\\[\\\\]\\\\\\\\]+)+$'",
         )
+    return value
+
+
+def _check_SingularityExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "singularity" or type(value) is not str:
+        raise Invalid(at, 'is not "singularity"')
+    return value
+
+
+def _check_SingularityExecutionProfile_mount_read_only(value: Any, at: str) -> Any:
+    if type(value) is not bool:
+        raise Invalid(at, "is not a boolean")
+    return value
+
+
+def _check_SingularityImageReference(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_0.search(value):
+        raise Invalid(at, "does not match '^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\\\S+$'")
+    return value
+
+
+def _check_SshExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "ssh" or type(value) is not str:
+        raise Invalid(at, 'is not "ssh"')
+    return value
+
+
+def _check_SshExecutionProfile_host(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_4.search(value):
+        raise Invalid(at, "does not match '^[^\\\\s-]\\\\S*$'")
+    return value
+
+
+def _check_SshExecutionProfile_port(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 1:
+        raise Invalid(at, "is less than the minimum 1")
+    if value > 65535:
+        raise Invalid(at, "is more than the maximum 65535")
     return value
 
 
@@ -4992,7 +6741,7 @@ def _check_ToolInvokeParams_arguments(value: Any, at: str) -> Any:
 def _check_ToolInvokeParams_tool(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_3.search(value):
+    if not _PATTERN_9.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9_]*$'")
     return value
 
@@ -5012,6 +6761,14 @@ def _check_ToolResult_metadata(value: Any, at: str) -> Any:
 def _check_ToolResult_output(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
+    return value
+
+
+def _check_VercelExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "vercel" or type(value) is not str:
+        raise Invalid(at, 'is not "vercel"')
     return value
 
 

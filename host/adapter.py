@@ -23,7 +23,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from wuu.generated.models import ExecutionProfile
+from wuu.generated.plain import ExecutionProfile
 
 from .backends import environment_for
 from .backends.base import Environment

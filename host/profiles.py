@@ -1,12 +1,16 @@
 """The `execution_environments` user configuration: load, validate, select a profile, resolve defaults.
 
-Validation uses the spec's own schema (spec/schema/config/execution_environments.schema.json). A bad
-file is refused with every error at once, one line each, naming the file, the profile and the field.
+Validation uses the spec's own schema (spec/schema/config/execution_environments.schema.json): a file is
+decoded by its plain twin (`wuu.generated.plain.ExecutionEnvironments`, checks generated from that schema,
+with neither pydantic nor jsonschema to import), and only a file that fails is read again by the schema's
+jsonschema validator, so that it is refused with every error at once, one line each, naming the file, the
+profile and the field.
 
-A selected profile holds its backend's generated model (LocalExecutionProfile, DockerExecutionProfile,
-...) with its defaults resolved from the schema (`x-backend-defaults`), never from a second table here:
-a field that is omitted, or zero where the schema says zero selects the default (`shutdown_timeout_ms`,
-`lifetime_seconds`), has the backend's default value. Backends read their settings as typed attributes.
+A selected profile holds its backend's plain class (LocalExecutionProfile, DockerExecutionProfile, ...)
+with its defaults resolved from the schema (its branch's `default` keywords, which the spec keeps equal to
+`x-backend-defaults`), never from a second table here: a field that is omitted, or zero where the schema
+says zero selects the default (`shutdown_timeout_ms`, `lifetime_seconds`), has the backend's default value.
+Backends read their settings as typed attributes.
 """
 
 from __future__ import annotations
@@ -17,10 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from pydantic import TypeAdapter
-
-from wuu.generated import validators
-from wuu.generated.models import ExecutionProfile
+from wuu.generated.plain import ExecutionEnvironments, ExecutionProfile, Invalid, LocalExecutionProfile
 
 from .errors import ProfileError
 
@@ -30,13 +31,14 @@ if TYPE_CHECKING:
 LOCAL = "local"
 # The fields whose zero selects the backend's default, like their omission (ExecutionProfile, rule (6)).
 ZERO_MEANS_DEFAULT = frozenset({"shutdown_timeout_ms", "lifetime_seconds"})
-_PROFILE: TypeAdapter[ExecutionProfile] = TypeAdapter(ExecutionProfile)
 
 S = TypeVar("S", bound=ExecutionProfile)
 
 
 def _branches() -> dict[str, str]:
     """Backend name -> the def of its profile branch, read from the ExecutionProfile union."""
+    from wuu.generated import validators
+
     defs = validators.bundle()["$defs"]
     found = {}
     for branch in defs["ExecutionProfile"]["oneOf"]:
@@ -47,6 +49,8 @@ def _branches() -> dict[str, str]:
 
 def backend_defaults(backend: str) -> dict[str, Any]:
     """The spec's defaults for one backend (`x-backend-defaults`)."""
+    from wuu.generated import validators
+
     defaults: dict[str, Any] = validators.bundle()["$defs"]["ExecutionProfile"]["x-backend-defaults"][backend]
     return defaults
 
@@ -54,12 +58,15 @@ def backend_defaults(backend: str) -> dict[str, Any]:
 def resolve_defaults(settings: ExecutionProfile) -> ExecutionProfile:
     """The profile with its zeros that select the default replaced by the backend's default.
 
-    An omitted field already has it: the generated models' defaults are the branches' `default`
-    keywords, which the spec keeps equal to `x-backend-defaults` (a test checks both agree).
+    An omitted field already has it: the plain classes' defaults are the branches' `default` keywords,
+    which the spec keeps equal to `x-backend-defaults` (a test checks both agree).
     """
-    defaults = backend_defaults(settings.backend)
-    given = settings.model_dump(include=set(ZERO_MEANS_DEFAULT))
-    zeros = {field: defaults[field] for field, value in given.items() if value == 0}
+    defaults = {attribute: default for attribute, _, _, default in settings.__fields__}
+    zeros = {
+        field: defaults[field]
+        for field in ZERO_MEANS_DEFAULT
+        if field in defaults and getattr(settings, field) == 0
+    }
     return settings.model_copy(update=zeros) if zeros else settings
 
 
@@ -105,6 +112,8 @@ def _where(path: str, parts: Sequence[str]) -> str:
 
 def _problem(path: str, error: ValidationError, prefix: Sequence[str] = ()) -> list[str]:
     """The lines of one schema error: one for each field it is about, naming the file and the profile."""
+    from wuu.generated import validators
+
     own = [str(part) for part in error.absolute_path]
     where = ".".join(own)
     # A missing, unknown or dependent field (or a bad profile name) is named besides the object that has it.
@@ -132,6 +141,8 @@ class Configuration:
 
 def _problems(path: str, environments: Any) -> list[str]:
     """Every error of the `execution_environments` value, one line each."""
+    from wuu.generated import validators
+
     problems: list[str] = []
     branches = _branches()
     given = environments.get("profiles", {}) if isinstance(environments, dict) else {}
@@ -171,16 +182,22 @@ def parse(document: Any, path: str = "configuration") -> Configuration:
     """Validate a user configuration document (the profile `local` always exists)."""
     if not isinstance(document, dict):
         raise ProfileError(f"{path}: the configuration is not a JSON object")
-    environments = document.get("execution_environments", {})
-    problems = _problems(path, environments)
-    if problems:
-        raise ProfileError("\n".join(problems))
-    profiles: dict[str, Any] = environments.get("profiles", {})
+    given = document.get("execution_environments", {})
+    try:
+        environments = ExecutionEnvironments.model_validate(given)
+    except Invalid as invalid:
+        # The slow path, for a file with errors: the schema's validator names every one of them.
+        raise ProfileError("\n".join(_problems(path, given) or [f"{path}: {invalid}"])) from None
+    if environments.default != LOCAL and environments.default not in environments.profiles:
+        raise ProfileError(
+            f"{path}: execution_environments.default: no profile is named {environments.default!r}"
+        )
+    local: ExecutionProfile = LocalExecutionProfile.model_validate({"backend": LOCAL})
     selected = {
-        name: Profile(name, resolve_defaults(_PROFILE.validate_json(json.dumps(profile), strict=True)))
-        for name, profile in {LOCAL: {"backend": LOCAL}, **profiles}.items()
+        name: Profile(name, resolve_defaults(settings))
+        for name, settings in {LOCAL: local, **environments.profiles}.items()
     }
-    return Configuration(selected, environments.get("default", LOCAL))
+    return Configuration(selected, environments.default)
 
 
 def load(path: Path) -> Configuration:

@@ -21,8 +21,8 @@ from typing import Any
 from tools.spec import method_row, tool_row
 from tools.templates.keywords import MAX_DECODED_BYTES, MAX_SUM, MAX_UTF8_BYTES, python_pattern
 
-CONFIG_ROOTS = ("SensitivePathRules", "RedactionRules", "SandboxProcessProbe")
-"""The config files a worker reads, beside its protocol's messages."""
+CONFIG_ROOTS = ("ExecutionEnvironments", "SensitivePathRules", "RedactionRules", "SandboxProcessProbe")
+"""The config files a worker or `wuu-host adapter` reads, beside the worker protocol's messages."""
 EXTRA_ROOTS = ("ErrorCode", "ProcessEvent", "ToolResult")
 
 # Keywords that say nothing about which values a def accepts.
@@ -34,6 +34,7 @@ ANNOTATIONS = {
     "contentEncoding",
     "format",
     "$comment",
+    "x-backend-defaults",
 }
 KNOWN = ANNOTATIONS | {
     "type",
@@ -50,6 +51,11 @@ KNOWN = ANNOTATIONS | {
     "pattern",
     "minimum",
     "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "prefixItems",
+    "dependentRequired",
+    "not",
     "enum",
     "const",
     "default",
@@ -176,9 +182,22 @@ class Writer:
             raise SystemExit(f"plain: {name} uses {sorted(unknown)}, which tools/plain.py does not generate")
         if "$ref" in schema:
             target = ref_name(schema)
-            if self.kind(target) == "model":
-                return f"{target}._decode"
-            return self.checker(f"_check_{target}", self.defs[target])
+            check = (
+                f"{target}._decode"
+                if self.kind(target) == "model"
+                else self.checker(f"_check_{target}", self.defs[target])
+            )
+            beside = {
+                key: value for key, value in schema.items() if key not in ANNOTATIONS | {"$ref", "default"}
+            }
+            if not beside:
+                return check
+            if name not in self.functions:  # the reference's checks, then the keywords beside it
+                rest = self.checker(f"{name}_beside", beside)
+                self.functions[name] = (
+                    f"def {name}(value: Any, at: str) -> Any:\n    return {rest}({check}(value, at), at)"
+                )
+            return name
         if name in self.functions:
             return name
         if "oneOf" in schema:
@@ -250,8 +269,16 @@ class Writer:
             if "maxItems" in schema:
                 n = schema["maxItems"]
                 lines.append(f'if len(value) > {n}:\n    raise Invalid(at, "has more than {n} items")')
-            if "items" in schema:
-                item = self.checker(f"{name}_item", schema["items"])
+            item = self.checker(f"{name}_item", schema["items"]) if "items" in schema else "_anything"
+            if "prefixItems" in schema:
+                firsts = [
+                    self.checker(f"{name}_{index}", each) for index, each in enumerate(schema["prefixItems"])
+                ]
+                lines.append(
+                    f"value = [\n    ({', '.join(firsts)},)[index](item, _at(at, index)) if index < {len(firsts)}\n"
+                    f"    else {item}(item, _at(at, index))\n    for index, item in enumerate(value)\n]"
+                )
+            elif "items" in schema:
                 lines.append(f"value = [{item}(item, _at(at, index)) for index, item in enumerate(value)]")
             if schema.get("uniqueItems"):
                 lines.append('if _repeats(value):\n    raise Invalid(at, "has repeated items")')
@@ -260,10 +287,11 @@ class Writer:
                 raise SystemExit(f"plain: {name} is an object with properties that is not a def")
             lines.append('if type(value) is not dict:\n    raise Invalid(at, "is not an object")')
             names = schema.get("propertyNames", {})
-            if set(names) - {"pattern"}:
-                raise SystemExit(f"plain: {name}'s propertyNames uses more than `pattern`")
             extra = schema.get("additionalProperties", True)
-            if "pattern" in names:
+            if set(names) - {"pattern"}:
+                key = self.checker(f"{name}_key", names)
+                lines.append(f"for key in value:\n    {key}(key, _at(at, key))")
+            elif "pattern" in names:
                 lines.append(
                     f"for key in value:\n    if not {self.pattern(names['pattern'])}.search(key):\n"
                     f"        raise Invalid(_at(at, key), {'is not a name that matches ' + repr(names['pattern'])!r})"
@@ -283,6 +311,18 @@ class Writer:
         if "maximum" in schema:
             n = schema["maximum"]
             lines.append(f'if value > {n}:\n    raise Invalid(at, "is more than the maximum {n}")')
+        if "exclusiveMinimum" in schema:
+            n = schema["exclusiveMinimum"]
+            lines.append(f'if value <= {n}:\n    raise Invalid(at, "is not more than {n}")')
+        if "exclusiveMaximum" in schema:
+            n = schema["exclusiveMaximum"]
+            lines.append(f'if value >= {n}:\n    raise Invalid(at, "is not less than {n}")')
+        if "not" in schema:
+            negated = self.checker(f"{name}_not", schema["not"])
+            lines.append(
+                f"try:\n    {negated}(value, at)\nexcept Invalid:\n    pass\n"
+                f"else:\n    raise Invalid(at, {'must not be ' + json.dumps(schema['not'])!r})"
+            )
         if "const" in schema:
             lines.append(
                 f"if value != {schema['const']!r} or type(value) is not {type(schema['const']).__name__}:\n"
@@ -382,8 +422,6 @@ class Writer:
             check = self.checker(f"_check_{name}_{attribute}", prop)
             nullable = "null" in (prop.get("type") or []) if isinstance(prop.get("type"), list) else False
             default = prop.get("default")
-            if isinstance(default, (list, dict)):
-                raise SystemExit(f"plain: {name}.{wire} has a default that is not a scalar")
             annotation = self.py_type(prop)
             if wire not in required and default is None and "None" not in annotation:
                 annotation += " | None"
@@ -411,6 +449,12 @@ class Writer:
                     + null_check
                     + f"    self.{attribute} = {check}(found, _at(at, {wire!r}))"
                 )
+        for given, needed in schema.get("dependentRequired", {}).items():
+            for wire in needed:
+                decode.append(
+                    f"if {given!r} in value and {wire!r} not in value:\n"
+                    f"    raise Invalid(_at(at, {wire!r}), {'is required when ' + given + ' is given'!r})"
+                )
         decode.append("return self")
         slots = ", ".join(repr(attributes[wire]) for wire in schema["properties"])
         body = [
@@ -430,14 +474,13 @@ class Writer:
         )
 
     def module(self, header: str, template: str, methods: dict[str, Any]) -> str:
-        classes = []
+        # The enums first: a model's defaults name their members.
+        classes = [self.enum(name) for name in self.names if self.kind(name) == "enum"]
         for name in self.names:
             kind = self.kind(name)
-            if kind == "enum":
-                classes.append(self.enum(name))
-            elif kind == "model":
+            if kind == "model":
                 classes.append(self.model(name))
-            else:
+            elif kind == "scalar":
                 self.checker(f"_check_{name}", self.defs[name])
         unions = [
             f"{name} = {self.py_type(self.defs[name])}\n"

@@ -1,7 +1,8 @@
 """What a provider supplies to the SDK: `initialize`, a typed methods map, and `close`.
 
 This is the Python counterpart of the seed's `ExecutionBackendV4`. A handler receives the method's
-parameters already validated as the catalog's params model, and returns the catalog's result model.
+parameters already validated, as their plain class (`wuu.generated.plain.WORKER_METHODS`), and returns the
+method's result as its plain class or its pydantic model.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ ssh need optional SDKs).
 
 from __future__ import annotations
 
-from wuu.generated.models import (
+from wuu.generated.plain import (
     CommandExecutionProfile,
     DockerExecutionProfile,
     ExecutionProfile,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wuu.generated.models import CommandExecutionProfile
+from wuu.generated.plain import CommandExecutionProfile
 
 from ..profiles import Profile
 from .base import ChildProcess

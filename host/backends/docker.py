@@ -50,7 +50,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.types import Mount
 
-from wuu.generated.models import DockerExecutionProfile
+from wuu.generated.plain import DockerExecutionProfile
 from wuu.worker.errors import CleanupFailed
 from wuu.worker.framing import reader_limit
 

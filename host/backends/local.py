@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wuu.generated.models import LocalExecutionProfile
+from wuu.generated.plain import LocalExecutionProfile
 
 from ..prestart import INSTALLED_WORKER, Prestarted
 from ..profiles import Profile

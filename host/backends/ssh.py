@@ -61,7 +61,7 @@ from typing import Any
 
 import asyncssh
 
-from wuu.generated.models import SshExecutionProfile
+from wuu.generated.plain import SshExecutionProfile
 from wuu.worker.errors import CleanupFailed
 from wuu.worker.framing import reader_limit
 

@@ -28,7 +28,7 @@ from tests.helpers import (
     tool_request,
     until,
 )
-from wuu.generated import models, validators
+from wuu.generated import models, plain, validators
 from wuu.host.backends import environment_for
 from wuu.host.errors import BackendUnavailable, EnvironmentUnavailable, ProfileError
 from wuu.host.profiles import backend_defaults, parse
@@ -76,7 +76,7 @@ async def adapter(path: Path, profile: str, env: dict[str, str] | None = None) -
 def test_a_docker_profile_loads_as_its_typed_model_with_its_defaults() -> None:
     profile = parse(SPEC_EXAMPLE).select()
     settings = profile.settings
-    assert isinstance(settings, models.DockerExecutionProfile)
+    assert isinstance(settings, plain.DockerExecutionProfile)
     assert (profile.name, profile.backend, settings.shutdown_timeout_ms, settings.lifetime_seconds) == (
         "isolated",
         "docker",
@@ -140,6 +140,13 @@ def test_the_models_defaults_are_the_specs_backend_defaults() -> None:
             if not info.is_required() and info.default is not None
         }
         assert defaulted == backend_defaults(backend), name
+        twin = getattr(plain, name)
+        plain_defaulted = {
+            attribute: default
+            for attribute, _, required, default in twin.__fields__
+            if not required and default is not None
+        }
+        assert plain_defaulted == backend_defaults(backend), name
 
 
 def test_local_is_always_there_and_the_default() -> None:

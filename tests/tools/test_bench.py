@@ -29,8 +29,6 @@ FIGURES = (
     "stream_wait",
     "stream_share_wait",
     "cold_start",
-    "cold_start_floor",
-    "cold_start_over_floor",
     "start_exit_unconfined",
     "start_exit_floor",
     "start_exit_over_floor",

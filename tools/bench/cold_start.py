@@ -8,7 +8,7 @@ from typing import Any
 
 from wuu.worker.client import WorkerClient
 
-from .workers import ECHO_COMMAND, ECHO_PYDANTIC_COMMAND, close, data_of, spawn_native
+from .workers import ECHO_COMMAND, close, data_of, spawn_native
 
 
 async def cold_native(root: Path) -> float:
@@ -20,13 +20,10 @@ async def cold_native(root: Path) -> float:
     return elapsed * 1000
 
 
-async def cold_echo(reply: dict[str, Any], *, pydantic: bool = False) -> float:
-    """Milliseconds from spawning the echo worker to its first reply, as large as the initialize reply.
-
-    With `pydantic`, the echo first imports pydantic: the floor the SDK's models set.
-    """
+async def cold_echo(reply: dict[str, Any]) -> float:
+    """Milliseconds from spawning the echo worker to its first reply, as large as the initialize reply."""
     began = time.perf_counter()
-    client = await WorkerClient.spawn(ECHO_PYDANTIC_COMMAND if pydantic else ECHO_COMMAND)
+    client = await WorkerClient.spawn(ECHO_COMMAND)
     await data_of(client, "initialize", reply)
     elapsed = time.perf_counter() - began
     await close(client)

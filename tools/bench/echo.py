@@ -10,16 +10,13 @@ command as the bench's bare spawn does, waits for it, and answers `{exit_code}`:
 process through any worker process on this machine (the request, the answer, and a third process beside
 the client and the child).
 
-Usage: python tools/bench/echo.py [--import MODULE]   (run by the bench as a plain script; it imports nothing
-from wuu or tools). With `--import`, it imports MODULE before it serves: the cold-start floor that a
-dependency alone sets (the bench passes `pydantic.main`, which the SDK's models are built on).
+Usage: python tools/bench/echo.py   (run by the bench as a plain script; it imports nothing from wuu or tools)
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import importlib
 import os
 import sys
 from typing import Any
@@ -66,6 +63,4 @@ async def serve() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--import"]:
-        importlib.import_module(sys.argv[2])
     asyncio.run(serve())

@@ -161,11 +161,11 @@ class Bench:
         """Round `index`'s share of cold starts of each worker."""
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.cold_starts, self.config.rounds, index)):
-            for side in alternate(("echo", "echo_pydantic", "native"), index + turn):
+            for side in alternate(("echo", "native"), index + turn):
                 if side == "native":
                     timings[side].append(await cold_native(self.root))
                 else:
-                    timings[side].append(await cold_echo(self.init_reply, pydantic=side == "echo_pydantic"))
+                    timings[side].append(await cold_echo(self.init_reply))
         for side, values in timings.items():
             self.samples.add(f"cold/{side}", statistics.median(values))
             self.samples.rounds[f"cold_all/{side}"].extend(values)

@@ -10,9 +10,6 @@ from wuu.worker.client import WorkerClient
 
 # The echo worker runs as a plain script: the baseline imports asyncio and orjson, nothing of tools or wuu.
 ECHO_COMMAND = [sys.executable, str(Path(__file__).resolve().with_name("echo.py"))]
-# The echo worker paying the import of pydantic (the SDK's models' base) before it serves: the cold-start floor
-# of any worker whose initialize validates with pydantic.
-ECHO_PYDANTIC_COMMAND = [*ECHO_COMMAND, "--import", "pydantic.main"]
 NATIVE_COMMAND = [sys.executable, "-m", "wuu.worker"]
 SESSION = "thr_bench"
 

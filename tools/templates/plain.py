@@ -53,7 +53,7 @@ class PlainModel:
             if value is _ABSENT or (value is None and not required):
                 if required:
                     raise TypeError(f"{type(self).__name__}: {attribute} ({wire}) is required")
-                value = default
+                value = deepcopy(default) if isinstance(default, list | dict) else default
             else:
                 given.add(attribute)
             setattr(self, attribute, value)
@@ -175,6 +175,10 @@ def spec_data(name: str) -> str:
     """The text of `schema/data/<name>` (the spec's data files packaged beside this module), read without
     `importlib.resources`, whose import costs more than the read."""
     return Path(__file__).with_name("schema").joinpath("data", name).read_text("utf-8")
+
+
+def _anything(value: Any, at: str) -> Any:
+    return value
 
 
 def _at(at: str, key: str | int) -> str:

@@ -40,7 +40,6 @@ from wuu.generated.models import (
     EditFileArguments,
     ExecCommandArguments,
     ExecutionProcessV4,
-    ExecutionProfile,
     ExecutionToolRequestV4,
     InitializeParams,
     InitializeResult,
@@ -53,6 +52,7 @@ from wuu.generated.models import (
     ToolResult,
     WriteFileArguments,
 )
+from wuu.generated.plain import ExecutionProfile
 from wuu.generated.wire import WireModel
 from wuu.host.adapter import initialize_interceptor
 from wuu.host.backends import Environment, environment_for
