@@ -13,7 +13,6 @@ started while the file was validated gets EOF, unused: `wuu.host.prestart`); 1 w
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import sys
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import EnvironmentUnavailable, ProfileError
-from .prestart import prestart
+from .prestart import prestart, start_validated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,13 +36,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before anything starts: no worker would ever be reached
         print(f"wuu-host: {problem}", file=sys.stderr)
         return 2
-    # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart).
+    # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart), and
+    # everything else this process imports, asyncio first.
     prestarted = prestart(args.config, args.profile)
     try:
         from . import profiles
-        from .adapter import serve_adapter
 
         profile = profiles.load(args.config).select(args.profile)
+        prestarted = prestarted or start_validated(profile, os.environ)
+        import asyncio
+
+        from .adapter import serve_adapter
+
         asyncio.run(serve_adapter(profile, prestarted=prestarted))
     except ProfileError as error:
         for line in str(error).splitlines():  # a bad configuration has a line per problem

@@ -1,12 +1,14 @@
 """Starting a `local` worker while the adapter validates its configuration.
 
-Validating a configuration means loading the spec's schemas and models, which takes longer than the
-native worker takes to start. For a profile whose backend is `local`, the adapter therefore starts the
-worker first, from a plain reading of the file (only the standard library), and validates afterwards:
-the two start-ups overlap. The worker gets no frame until the profile is valid and selects exactly the
-command that was started; otherwise it gets EOF, before it has been initialized, so it has done nothing,
-and the command the valid profile selects is started as usual. Other backends are never started before
-validation: a command adapter or a remote environment may act as soon as it starts.
+An adapter's own start-up (its interpreter, asyncio, the relay) takes about as long as the native worker
+takes to start. For a profile whose backend is `local`, the adapter therefore starts the worker first, from
+a plain reading of the file (only the standard library), and validates afterwards: the two start-ups
+overlap. The worker gets no frame until the profile is valid and selects exactly the command that was
+started; otherwise it gets EOF, before it has been initialized, so it has done nothing, and the command the
+valid profile selects is started as usual. A `command` adapter may act as soon as it starts, so it is
+started only once the profile is valid and its `forward_env` is set (`start_validated`), when nothing
+could stop the connection any more, but still before the adapter imports asyncio and the relay. Remote
+environments are started by their backends.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from wuu.worker.orphans import adopt_orphans
+
+if TYPE_CHECKING:
+    from .profiles import Profile
 
 INSTALLED_WORKER = (sys.executable, "-m", "wuu.worker")
 """The native worker of this installation: a profile's `worker` when it is omitted, where the worker
@@ -95,3 +101,16 @@ def prestart(config: Path, name: str | None) -> Prestarted | None:
         return Prestarted(argv, spawn(argv))
     except OSError:
         return None  # started again after validation, which then reports the failure
+
+
+def start_validated(profile: Profile[Any], environ: Mapping[str, str]) -> Prestarted | None:
+    """Start a valid `command` profile's adapter now, or None (another backend)."""
+    if profile.backend != "command":
+        return None
+    profile.forwarded_environment(environ)  # a missing variable stops the connection before anything starts
+    argv = tuple(profile.settings.command)
+    adopt_orphans()
+    try:
+        return Prestarted(argv, spawn(argv))
+    except OSError:
+        return None  # started again by the backend, which then reports the failure

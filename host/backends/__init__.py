@@ -27,7 +27,7 @@ _SDKS = {"docker": "docker", "ssh": "asyncssh"}
 def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted | None = None) -> Environment:
     """The environment a profile describes; BackendUnavailable when this installation cannot serve it.
 
-    A `local` environment uses the `prestarted` worker when it runs the profile's command.
+    A `local` or `command` environment uses the `prestarted` process when it runs the profile's command.
     """
     settings = profile.settings
     try:
@@ -38,7 +38,7 @@ def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted |
         if isinstance(settings, CommandExecutionProfile):
             from .command import CommandEnvironment
 
-            return CommandEnvironment(Profile(profile.name, settings))
+            return CommandEnvironment(Profile(profile.name, settings), prestarted)
         if isinstance(settings, DockerExecutionProfile):
             from .docker import DockerEnvironment
 

@@ -1,4 +1,5 @@
-"""A `local` worker started while the adapter validates its configuration (wuu.host.prestart)."""
+"""A `local` worker started while the adapter validates its configuration, a `command` adapter as soon as its
+profile is valid (wuu.host.prestart)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ async def test_the_local_environment_uses_the_prestarted_worker(tmp_path: Path) 
         not Path(f"/proc/{pid}").exists()
         or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
     )
+
+
+async def test_a_command_adapter_starts_only_once_its_profile_is_valid_and_its_variables_set(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "started"
+    # The stand-in adapter says that it started, then serves as the native worker.
+    command = ["/bin/sh", "-c", f"touch {marker}; exec {sys.executable} -m wuu.worker"]
+    profile = {"backend": "command", "command": command, "workspace": str(tmp_path), "forward_env": ["WUU_X"]}
+    path = write_config(tmp_path, {"profiles": {"c": profile}})
+    argv = [sys.executable, "-m", "wuu.host", "adapter", "--config", str(path), "--profile", "c"]
+    environ = {key: value for key, value in os.environ.items() if key != "WUU_X"}
+
+    refused = await WorkerClient.spawn(argv, env=environ)
+    outcome = await refused.close(budget=DEADLINE)
+    assert outcome.returncode == 2 and "forward_env: WUU_X" in outcome.stderr.decode()
+    assert not marker.exists()
+
+    client = await WorkerClient.spawn(argv, env={**environ, "WUU_X": "1"})
+    reply = await client.request("initialize", {"version": 4, "root": str(tmp_path), "session": SESSION})
+    assert reply["data"]["version"] == 4
+    assert marker.exists()
+    outcome = await client.close(budget=DEADLINE)
+    assert outcome.clean, outcome.stderr.decode()
