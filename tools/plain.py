@@ -2,9 +2,10 @@
 
 A worker must answer `initialize` soon after it is spawned, and importing pydantic alone takes longer than a
 whole echo worker. So the defs a worker decodes (every worker method's params and result, every tool's
-arguments and metadata, and the config files a worker reads) also get a plain class each: its `_decode`
-checks a value against the def with straight-line code written here from the schema, and builds the instance.
-The pydantic models stay the typed API of hosts; `tests/spec/test_plain.py` holds the two to the schemas.
+arguments and metadata, and the configuration files a worker or `wuu-host adapter` reads) also get a plain
+class each: its `_decode` checks a value against the def with straight-line code written here from the
+schema, and builds the instance. The pydantic models stay the typed API of hosts, and import their enums
+from the twins (`plain_enums`); `tests/spec/test_plain.py` holds the two to the schemas.
 
 The attribute names and enum member names are the models' own (read from the models' source), so code written
 against a model reads the same against its plain twin. A schema keyword this generator does not know stops
@@ -24,6 +25,7 @@ from tools.templates.keywords import MAX_DECODED_BYTES, MAX_SUM, MAX_UTF8_BYTES,
 CONFIG_ROOTS = ("ExecutionEnvironments", "SensitivePathRules", "RedactionRules", "SandboxProcessProbe")
 """The config files a worker or `wuu-host adapter` reads, beside the worker protocol's messages."""
 EXTRA_ROOTS = ("ErrorCode", "ProcessEvent", "ToolResult")
+"""What a worker sends that no catalog entry names: error codes, process events, tool results."""
 
 # Keywords that say nothing about which values a def accepts.
 ANNOTATIONS = {

@@ -1,5 +1,6 @@
-"""Plain-Python twins of the worker protocol's models: decoding validates against the def, and nothing here
-imports pydantic or jsonschema, so a worker answers `initialize` without paying for either.
+"""Plain-Python twins of the models a worker or `wuu-host adapter` decodes (the worker protocol's messages and
+the configuration they read): decoding validates against the def, and nothing here imports pydantic or
+jsonschema, so a worker answers `initialize` without paying for either.
 
 Each class below is generated (tools/plain.py) from its def in the spec, with the attribute and enum member
 names of its pydantic model (`models`). `model_validate` and `model_validate_json` check a value the way the
