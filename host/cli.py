@@ -17,7 +17,6 @@ import contextlib
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from .errors import EnvironmentUnavailable, ProfileError
 from .prestart import prestart, start_validated
@@ -27,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="wuu-host", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="action", required=True)
     adapter = commands.add_parser("adapter", help="serve the v4 worker protocol on stdio through a profile")
-    adapter.add_argument("--config", required=True, type=Path, help="the user configuration file (JSON)")
+    adapter.add_argument("--config", required=True, help="the user configuration file (JSON)")
     adapter.add_argument("--profile", help="the profile name (default: the configuration's default)")
     args = parser.parse_args(argv)
     from wuu.worker.stdio import stdio_problem
@@ -37,12 +36,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wuu-host: {problem}", file=sys.stderr)
         return 2
     # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart), and
-    # everything else this process imports, asyncio first.
+    # everything else this process imports (pathlib and asyncio first: nothing above imports them).
     prestarted = prestart(args.config, args.profile)
     try:
+        from pathlib import Path
+
         from . import profiles
 
-        profile = profiles.load(args.config).select(args.profile)
+        profile = profiles.load(Path(args.config)).select(args.profile)
         prestarted = prestarted or start_validated(profile, os.environ)
         import asyncio
 

@@ -18,13 +18,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wuu.worker.orphans import adopt_orphans
 
 if TYPE_CHECKING:
+    from os import PathLike
+
     from .profiles import Profile
 
 INSTALLED_WORKER = (sys.executable, "-m", "wuu.worker")
@@ -34,12 +34,16 @@ runs with this installation's paths (locally, or on a server installed alike).""
 LOCAL = "local"
 
 
-@dataclass
 class Prestarted:
-    """A worker started before its profile was validated; `claim` it with the argv the profile selects."""
+    """A worker started before its profile was validated; `claim` it with the argv the profile selects.
 
-    argv: tuple[str, ...]
-    process: subprocess.Popen[bytes] | None
+    A plain class, as this module imports nothing it need not before the worker is spawned (dataclasses
+    alone, with the inspect module it loads, is a tenth of the worker's own start-up).
+    """
+
+    def __init__(self, argv: tuple[str, ...], process: subprocess.Popen[bytes] | None) -> None:
+        self.argv = argv
+        self.process = process
 
     def claim(self, argv: tuple[str, ...]) -> subprocess.Popen[bytes] | None:
         """The process if it runs `argv` (then it is the caller's), else None (then it is discarded)."""
@@ -69,10 +73,11 @@ def discard(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def local_worker_argv(config: Path, name: str | None) -> tuple[str, ...] | None:
+def local_worker_argv(config: str | PathLike[str], name: str | None) -> tuple[str, ...] | None:
     """The command of the selected profile when it is a `local` one, read without validating; else None."""
     try:
-        document = json.loads(config.read_text(encoding="utf-8"))
+        with open(config, encoding="utf-8") as file:
+            document = json.load(file)
         environments = document.get("execution_environments", {})
         chosen = name if name is not None else environments.get("default", LOCAL)
         profile = {"backend": LOCAL} if chosen == LOCAL else environments.get("profiles", {}).get(chosen)
@@ -91,7 +96,7 @@ def spawn(argv: tuple[str, ...], env: Mapping[str, str] | None = None) -> subpro
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, process_group=0)
 
 
-def prestart(config: Path, name: str | None) -> Prestarted | None:
+def prestart(config: str | PathLike[str], name: str | None) -> Prestarted | None:
     """Start the selected `local` profile's worker now, or None (another backend, or an unreadable file)."""
     argv = local_worker_argv(config, name)
     if argv is None:

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 ORPHANS_S = 5.0
 """Seconds a process that has ended its worker's connection spends ending the orphans it inherited."""
@@ -38,9 +37,10 @@ def children() -> list[int]:
     """The pids of this process's children (Linux)."""
     found: list[int] = []
     with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{os.getpid()}/task").iterdir():
-            with contextlib.suppress(OSError):
-                found += [int(pid) for pid in (task / "children").read_text().split()]
+        tasks = f"/proc/{os.getpid()}/task"
+        for task in os.listdir(tasks):
+            with contextlib.suppress(OSError), open(f"{tasks}/{task}/children") as listed:
+                found += [int(pid) for pid in listed.read().split()]
     return found
 
 
