@@ -21,8 +21,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
-import orjson
-
 from .keywords import limit_violation  # noqa: F401 (the generated checks below)
 from .methods import MethodSpec, ToolSpec  # noqa: F401 (the method tables below)
 
@@ -78,6 +76,8 @@ class PlainModel:
     @classmethod
     def model_validate_json(cls, data: str | bytes, *, strict: bool = True) -> Self:
         """JSON text as this def (always strict; `strict` is accepted for the models' signature)."""
+        import orjson  # here, not above: the configuration a `command` adapter reads first is a file's dict
+
         try:
             value = orjson.loads(data)
         except orjson.JSONDecodeError as error:
@@ -190,6 +190,8 @@ def _at(at: str, key: str | int) -> str:
 
 def _repeats(items: list[Any]) -> bool:
     """Whether two items are equal as JSON (`uniqueItems`): 1 and true differ, nested values compare deeply."""
+    import orjson
+
     seen = set()
     for item in items:
         key = orjson.dumps(_wire(item), option=orjson.OPT_SORT_KEYS)

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from wuu.generated.plain import ExecutionEnvironments, ExecutionProfile, Invalid, LocalExecutionProfile
 
@@ -70,9 +69,12 @@ def resolve_defaults(settings: ExecutionProfile) -> ExecutionProfile:
     return settings.model_copy(update=zeros) if zeros else settings
 
 
-@dataclass(frozen=True)
-class Profile(Generic[S]):
-    """A selected profile: its name, and its backend's model with the defaults resolved."""
+class Profile(NamedTuple, Generic[S]):
+    """A selected profile: its name, and its backend's model with the defaults resolved.
+
+    This and `Configuration` are named tuples, not dataclasses: a `command` adapter starts once its file is
+    read, and defining a dataclass (with the import of dataclasses and inspect) would delay it.
+    """
 
     name: str
     settings: S
@@ -123,8 +125,7 @@ def _problem(path: str, error: ValidationError, prefix: Sequence[str] = ()) -> l
     return [f"{_where(path, parts)}: {error.message}" for parts in located]
 
 
-@dataclass(frozen=True)
-class Configuration:
+class Configuration(NamedTuple):
     """The validated `execution_environments` of a user configuration."""
 
     profiles: dict[str, Profile[ExecutionProfile]]
