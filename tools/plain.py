@@ -243,12 +243,7 @@ class Writer:
         result = "value"
         if kind == "string":
             lines.append('if not isinstance(value, str):\n    raise Invalid(at, "is not a string")')
-            if "minLength" in schema:
-                n = schema["minLength"]
-                lines.append(f'if len(value) < {n}:\n    raise Invalid(at, "is shorter than {n} characters")')
-            if "maxLength" in schema:
-                n = schema["maxLength"]
-                lines.append(f'if len(value) > {n}:\n    raise Invalid(at, "is longer than {n} characters")')
+            lines += bounds(schema, ("minLength", "maxLength"))
             if "pattern" in schema:
                 lines.append(
                     f"if not {self.pattern(schema['pattern'])}.search(value):\n"
@@ -265,12 +260,7 @@ class Writer:
             lines.append('if type(value) is not bool:\n    raise Invalid(at, "is not a boolean")')
         elif kind == "array":
             lines.append('if type(value) is not list:\n    raise Invalid(at, "is not an array")')
-            if "minItems" in schema:
-                n = schema["minItems"]
-                lines.append(f'if len(value) < {n}:\n    raise Invalid(at, "has fewer than {n} items")')
-            if "maxItems" in schema:
-                n = schema["maxItems"]
-                lines.append(f'if len(value) > {n}:\n    raise Invalid(at, "has more than {n} items")')
+            lines += bounds(schema, ("minItems", "maxItems"))
             item = self.checker(f"{name}_item", schema["items"]) if "items" in schema else "_anything"
             if "prefixItems" in schema:
                 firsts = [
@@ -307,18 +297,7 @@ class Writer:
                 lines.append(f"value = {{key: {each}(item, _at(at, key)) for key, item in value.items()}}")
         elif kind is not None:
             raise SystemExit(f"plain: {name} has type {kind!r}")
-        if "minimum" in schema:
-            n = schema["minimum"]
-            lines.append(f'if value < {n}:\n    raise Invalid(at, "is less than the minimum {n}")')
-        if "maximum" in schema:
-            n = schema["maximum"]
-            lines.append(f'if value > {n}:\n    raise Invalid(at, "is more than the maximum {n}")')
-        if "exclusiveMinimum" in schema:
-            n = schema["exclusiveMinimum"]
-            lines.append(f'if value <= {n}:\n    raise Invalid(at, "is not more than {n}")')
-        if "exclusiveMaximum" in schema:
-            n = schema["exclusiveMaximum"]
-            lines.append(f'if value >= {n}:\n    raise Invalid(at, "is not less than {n}")')
+        lines += bounds(schema, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
         if "not" in schema:
             negated = self.checker(f"{name}_not", schema["not"])
             lines.append(
@@ -519,6 +498,29 @@ class Writer:
             + "\n\n\n"
             + tables
         )
+
+
+BOUNDS = {
+    "minLength": ("len(value) < {n}", "is shorter than {n} characters"),
+    "maxLength": ("len(value) > {n}", "is longer than {n} characters"),
+    "minItems": ("len(value) < {n}", "has fewer than {n} items"),
+    "maxItems": ("len(value) > {n}", "has more than {n} items"),
+    "minimum": ("value < {n}", "is less than the minimum {n}"),
+    "maximum": ("value > {n}", "is more than the maximum {n}"),
+    "exclusiveMinimum": ("value <= {n}", "is not more than {n}"),
+    "exclusiveMaximum": ("value >= {n}", "is not less than {n}"),
+}
+"""Each bound keyword: the test that breaks it, and what the refusal says (`n` is the keyword's argument)."""
+
+
+def bounds(schema: dict[str, Any], keywords: tuple[str, ...]) -> list[str]:
+    """The checks of those of `keywords` that `schema` has, in that order."""
+    lines = []
+    for keyword in keywords:
+        if keyword in schema:
+            test, says = (text.format(n=schema[keyword]) for text in BOUNDS[keyword])
+            lines.append(f'if {test}:\n    raise Invalid(at, "{says}")')
+    return lines
 
 
 def indent(text: str) -> str:

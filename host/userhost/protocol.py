@@ -18,8 +18,9 @@ from typing import Any, Generic, Protocol, TypeVar
 import orjson
 
 from wuu.generated.catalog import USERHOST_MAX_FRAME_BYTES, USERHOST_METHODS, USERHOST_PROTOCOL_VERSION
+from wuu.generated.methods import MethodSpec
 from wuu.generated.models import UserHostErrorCode
-from wuu.generated.wire import MethodSpec, WireModel
+from wuu.generated.wire import WireModel
 
 from .envelope import MAX_METHOD_CHARS, REQUEST_KEYS, RequestId, error_response, usable_id
 from .errors import UserHostError, internal_error

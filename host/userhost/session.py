@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from wuu.generated.catalog import USERHOST_METHODS
+from wuu.generated.methods import MethodSpec
 from wuu.generated.models import (
     PluginClientCancelParams,
     PluginClientCancelResult,
@@ -31,7 +32,7 @@ from wuu.generated.models import (
 )
 from wuu.generated.params import InvalidParams, parse_params
 from wuu.generated.servers import push_handlers, user_question_handlers
-from wuu.generated.wire import MethodSpec, WireModel
+from wuu.generated.wire import WireModel
 
 from .envelope import RequestId
 from .errors import UserHostError

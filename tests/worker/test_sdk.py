@@ -253,6 +253,12 @@ async def test_a_handler_error_is_internal(worker: WorkerClient, tmp_path: Path)
     assert reply["error"] == "internal: RuntimeError: the tool broke"
 
 
+async def test_a_result_off_the_spec_is_internal_and_never_sent(worker: WorkerClient, tmp_path: Path) -> None:
+    await initialize(worker, tmp_path / "ws")
+    reply = await worker.request("execute", tool_request("offspec"))
+    assert reply == {"id": reply["id"], "error": "internal: execute result: output: is not a string"}
+
+
 async def test_an_oversize_reply_becomes_reply_too_large(worker: WorkerClient, tmp_path: Path) -> None:
     await initialize(worker, tmp_path / "ws")
     assert code(await worker.request("execute", tool_request("big", bytes=17_000_000))) == "reply_too_large"

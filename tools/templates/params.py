@@ -1,8 +1,8 @@
-"""A method's params decoded strictly against their model: the one check of both protocols' receivers.
+"""A method's params decoded strictly against their pydantic model: the user host's check of what it receives
+(a worker decodes its params with their plain twins, `plain`, which hold the same rules).
 
-Strict (spec/README.md, "Scalars"): a string `"1"` where an integer belongs is refused, and so is `4.0`. Each
-protocol answers a failure with its own error (the worker `invalid_request`, the user host `invalid_params`),
-from what `InvalidParams` says: what is wrong, and where.
+Strict (spec/README.md, "Scalars"): a string `"1"` where an integer belongs is refused, and so is `4.0`. The
+user host answers a failure with `invalid_params`, from what `InvalidParams` says: what is wrong, and where.
 """
 
 from __future__ import annotations

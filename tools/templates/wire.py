@@ -1,4 +1,4 @@
-"""The one base class of every generated wire model, and the shapes of the method catalogs.
+"""The one base class of every generated wire model (the shapes of the method catalogs are in `methods`).
 
 Wire models validate by alias only (a Go-cased field is accepted only under its Go name), forbid
 unknown fields (a model of an open def, `additionalProperties: true`, keeps them as extensions), and
@@ -23,8 +23,6 @@ from pydantic.fields import FieldInfo
 from typing_extensions import TypeAliasType
 
 from .keywords import MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, limit_violation
-from .methods import MethodSpec as MethodSpec
-from .methods import ToolSpec as ToolSpec
 
 
 class WireModel(BaseModel):

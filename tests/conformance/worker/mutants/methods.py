@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from wuu.generated.catalog import WORKER_METHODS
+from wuu.generated.methods import MethodSpec
 from wuu.generated.models import ErrorCode
-from wuu.generated.wire import MethodSpec, WireModel
+from wuu.generated.wire import WireModel
 from wuu.worker import ExecutionBackendV4, Handler, RequestContext, WorkerError
 from wuu.worker.connection import request_params
 from wuu.worker.native.worker import NativeWorker
