@@ -52,6 +52,11 @@ FIGURES = (
     "personal_send_16",
     "personal_send_1_agent",
     "personal_send_16_agent",
+    *(
+        f"personal_send_{clients}_{row}"
+        for clients in (1, 16)
+        for row in ("floor_row", "floor_admission", "of_floor")
+    ),
     "search_p50_rare_all",
     "search_p99_rare_all",
     "search_p50_rare_bounded",

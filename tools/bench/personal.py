@@ -8,7 +8,9 @@ acknowledged only once its receipt is durable, so the baseline is what one durab
 disk (one row, one transaction, the same settings). A diagnostic row runs the real command
 (`python -m wuu.host.userhost serve --composition-profile personal`), whose stand-in agent answers every
 input: two more durable writes per input (its `read_at`, its reply), which the sends then share the writer
-with.
+with. Two more diagnostic rows are the floors under the host (`send_floor.py`): a bare server committing one
+row per request through the store's writer, and the same server committing the store's own admission
+transaction. Every side is sent the same request lines by the same bare clients (`Lane`).
 
 The searched conversation is built straight into a store file (the schema's migrations, then rows in bulk:
 building a million messages through `agents.send` would take most of the run) and then served by a host.
@@ -26,6 +28,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+from wuu.generated.catalog import USERHOST_PROTOCOL_VERSION
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import PLUGIN_ID
 from wuu.host.userhost.personal.sqlite.database import connect
@@ -36,6 +41,7 @@ from .config import Config
 from .samples import Samples, alternate, percentile
 
 CLIENTS = 16
+MAIN_SESSION = {"plugin_id": PLUGIN_ID, "method": "agents.main_session", "params": {}}
 START_DEADLINE_S = 30.0
 SPACE = "bench"
 MAIN = "ses_main_bench"
@@ -49,14 +55,21 @@ WORDS = ("plan", "trip", "flight", "hotel", "dinner", "review", "notes", "budget
 HERE = Path(__file__).resolve().parent
 
 
+SERVERS = ("idle", "stand_in", "floor_row", "floor_admission")
+"""What serves the send figures: the host with an idle agent, the real command with its stand-in agent, and
+the two floors of `send_floor.py`."""
+
+
 class PersonalHost:
     """A Personal host process on `home`, serving a Unix socket in `directory`: the real command with its
-    stand-in agent, or with `idle_agent` the embedding of `personal_host.py`."""
+    stand-in agent (`stand_in`), the embedding of `personal_host.py` (`idle`), or a floor of `send_floor.py`
+    (`floor_row`, `floor_admission`; its store is a file in `home`)."""
 
-    def __init__(self, directory: Path, home: Path, *, idle_agent: bool = False) -> None:
+    def __init__(self, directory: Path, home: Path, server: str = "stand_in") -> None:
+        assert server in SERVERS, server
         self.dir = directory
         self.home = home
-        self.idle_agent = idle_agent
+        self.server = server
         self.process: asyncio.subprocess.Process | None = None
         self.clients: list[UserHostClient] = []
 
@@ -66,14 +79,17 @@ class PersonalHost:
 
     async def __aenter__(self) -> PersonalHost:
         self.dir.mkdir(mode=0o700, exist_ok=True)
-        argv = (
-            [str(HERE / "personal_host.py"), str(self.home), str(self.socket)]
-            if self.idle_agent
-            else [
+        if self.server == "idle":
+            argv = [str(HERE / "personal_host.py"), str(self.home), str(self.socket)]
+        elif self.server == "stand_in":
+            argv = [
                 "-m", "wuu.host.userhost", "serve", "--user-space", SPACE, "--product-domain", "personal",
                 "--composition-profile", "personal", "--home", str(self.home), "--listen", f"unix:{self.socket}",
-            ]
-        )  # fmt: skip
+            ]  # fmt: skip
+        else:
+            self.home.mkdir(mode=0o700, exist_ok=True)
+            mode = self.server.removeprefix("floor_")
+            argv = [str(HERE / "send_floor.py"), mode, str(self.home / STORE_FILE), str(self.socket)]
         with open(self.dir / "personal.log", "wb") as log:
             self.process = await asyncio.create_subprocess_exec(sys.executable, *argv, stderr=log)
         deadline = time.monotonic() + START_DEADLINE_S
@@ -126,19 +142,62 @@ def raw_commits(path: Path, count: int) -> float:
     return count / elapsed
 
 
-async def sends(clients: list[UserHostClient], session_id: str, count: int, tag: str) -> float:
-    """Sends per second of `count` small text inputs spread over `clients`, each client sending one after
-    another (so at most one in flight per client)."""
+class Lane:
+    """A bare client connection of the send figures: it writes request lines and reads their replies, one
+    request at a time, checking only that each is a result, so that every server is sent the same bytes at the
+    same client cost."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = iter(range(1, sys.maxsize))
+
+    @classmethod
+    async def open(cls, socket: Path) -> Lane:
+        """A connection that has completed `initialize`."""
+        reader, writer = await asyncio.open_unix_connection(socket, limit=1 << 24)
+        lane = cls(reader, writer)
+        info = {"name": "wuu-bench", "version": "0"}
+        await lane.request("initialize", {"protocol_version": USERHOST_PROTOCOL_VERSION, "client_info": info})
+        return lane
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request's result (RuntimeError for an error response)."""
+        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        self._writer.write(orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE))
+        reply = orjson.loads(await self._reader.readline())
+        if "result" not in reply:
+            raise RuntimeError(f"{method} failed: {reply}")
+        result: dict[str, Any] = reply["result"]
+        return result
+
+    async def send(self, session_id: str, ident: str, text: str) -> None:
+        """One `agents.send` of a text input whose request and client input IDs are `ident`."""
+        user_input = {"client_input_id": ident, "request_id": ident, "text": text}
+        params = {"session_id": session_id}
+        request = {
+            "plugin_id": PLUGIN_ID,
+            "method": "agents.send",
+            "params": params,
+            "user_input": user_input,
+        }
+        await self.request("plugin/client/request", request)
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+async def sends(lanes: list[Lane], session_id: str, count: int, tag: str) -> float:
+    """Sends per second of `count` small text inputs spread over `lanes`, each lane sending one after
+    another (so at most one in flight per lane)."""
     remaining = iter(range(count))
 
-    async def lane(client: UserHostClient) -> None:
+    async def send_all(lane: Lane) -> None:
         for number in remaining:
-            ident = f"{tag}-{number}"
-            user_input = {"client_input_id": ident, "request_id": ident, "text": f"note {number}"}
-            await plugin(client, "agents.send", {"session_id": session_id}, user_input=user_input)
+            await lane.send(session_id, f"{tag}-{number}", f"note {number}")
 
     began = time.perf_counter()
-    await asyncio.gather(*(lane(client) for client in clients))
+    await asyncio.gather(*(send_all(lane) for lane in lanes))
     return count / (time.perf_counter() - began)
 
 
@@ -147,15 +206,23 @@ async def personal_round(config: Config, samples: Samples, directory: Path, inde
     directory.mkdir(mode=0o700)
     raw = await asyncio.to_thread(raw_commits, directory / "raw.sqlite", config.personal_sends)
     samples.add("personal_send/raw_sqlite", raw)
-    for agent in alternate(("idle", "stand_in"), index):
-        home = directory / f"home-{agent}"
-        async with PersonalHost(directory / f"host-{agent}", home, idle_agent=agent == "idle") as host:
-            clients = [await host.client() for _ in range(CLIENTS)]
-            main = (await plugin(clients[0], "agents.main_session", {}))["session_id"]
-            await sends(clients[:1], main, config.warmup, "warm")
-            for count, lane in ((1, clients[:1]), (CLIENTS, clients)):
-                rate = await sends(lane, main, config.personal_sends, f"c{count}")
-                samples.add(f"personal_send_{count}/{agent}", rate)
+    for server in alternate(SERVERS, index):
+        home = directory / f"home-{server}"
+        async with PersonalHost(directory / f"host-{server}", home, server) as host:
+            lanes = [await Lane.open(host.socket) for _ in range(CLIENTS)]
+            try:
+                main = MAIN  # a floor admits into its own main conversation, whatever the request names
+                if not server.startswith("floor_"):
+                    main = (await lanes[0].request("plugin/client/request", MAIN_SESSION))["result"][
+                        "session_id"
+                    ]
+                await sends(lanes[:1], main, config.warmup, "warm")
+                for count in (1, CLIENTS):
+                    rate = await sends(lanes[:count], main, config.personal_sends, f"c{count}")
+                    samples.add(f"personal_send_{count}/{server}", rate)
+            finally:
+                for lane in lanes:
+                    lane.close()
 
 
 # --- search ---------------------------------------------------------------------------------------------
@@ -201,6 +268,7 @@ def build_conversation(home: Path, messages: int, seed: int = 7) -> dict[str, tu
     )
     connection.create_function("casefold", 1, str.casefold, deterministic=True)
     connection.execute("INSERT INTO messages_fts (rowid, text) SELECT id, casefold(text) FROM messages")
+    connection.execute("UPDATE search_index SET indexed_through = (SELECT max(id) FROM messages)")
     connection.execute("COMMIT")
     connection.close()
 

@@ -32,7 +32,7 @@ from ..services import Caller
 from .attachment_reads import READ_ATTACHMENT, AgentAttachments, read_attachment
 from .memory import MEMORY_TOOLS
 from .memory_ledger import Attribution
-from .provider import ContextMessage, ReactionChange, SessionDomain
+from .provider import ContextMessage, ReactionChange, SessionDomain, StepWindow
 from .refusals import MainSessionMissing
 from .serial import SerialWork
 from .wire_errors import refusals_as_wire_errors
@@ -93,6 +93,8 @@ class AgentStep:
         self._remember = remember
         self._start = start
         self.replies: list[int] = []
+        self.read_inputs: list[str] = []
+        """The client input IDs whose receipts this step recorded `read_at` on."""
 
     async def assemble(self, messages: Sequence[ContextMessage]) -> ModelContext:
         """Assemble the model context from these messages (and this step's reaction changes): the host
@@ -104,7 +106,7 @@ class AgentStep:
             if message.role == "user" and message.client_input_id is not None
         ]
         if included:
-            await self._store.record_read(self.session_id, included, self._clock())
+            self.read_inputs += await self._store.record_read(self.session_id, included, self._clock())
         if self.reactions:
             await self._store.reaction_changes_seen(self.session_id, self._reactions_mark)
         return ModelContext(tuple(messages), self.reactions)
@@ -243,47 +245,45 @@ class MainAgentLoop:
         self._work.wake()
 
     async def _pass(self) -> bool:
-        """One step if inputs wait; whether to step again (the step changed what waits)."""
+        """One step if inputs wait; whether to step again (the step read inputs, so what waits changed)."""
+        session_id = self._store.main_session_id
         try:
-            session_id = await self._store.main_session()
+            window = await self._store.step_window(
+                session_id, WAITING_INPUTS, CONTEXT_MESSAGES, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
+            )
         except MainSessionMissing as error:
             log.error("the main agent has no conversation to step: %s", error)
             return False
-        waiting = await self._store.pending_inputs(session_id, WAITING_INPUTS)
-        if not waiting:
+        if window is None:
             return False
-        await self._step(session_id, waiting)
-        return (await self._store.pending_inputs(session_id, WAITING_INPUTS)) != waiting
+        return await self._step(session_id, window)
 
-    async def _step(self, session_id: str, pending: Sequence[ContextMessage]) -> None:
+    async def _step(self, session_id: str, window: StepWindow) -> bool:
+        pending = window.pending
         # The waiting inputs join the recent window wherever they are: under a burst the oldest of them are
         # older than the window, and an input no context includes would never be read.
-        recent = await self._store.context(session_id, CONTEXT_MESSAGES)
-        # An input admitted since `pending` was read waits for the next step: the step answers, attributes and
-        # authorizes by its newest pending input, so its context must not show the model a newer one.
+        # The step answers, attributes and authorizes by its newest pending input, so its context must not show
+        # the model a newer input (one past the pending window): that one waits for a later step.
         newest = pending[-1].message_seq
         later = {
             message.message_seq
-            for message in recent
+            for message in window.recent
             if message.role == "user" and message.message_seq > newest
         }
         by_seq = {
             message.message_seq: message
-            for message in (*recent, *pending)
+            for message in (*window.recent, *pending)
             if message.message_seq not in later
         }
         history = [by_seq[seq] for seq in sorted(by_seq)]
-        changes, mark = await self._store.reaction_changes(
-            session_id, USERHOST_MAX_REACTION_FEEDBACK_MESSAGES
-        )
         step = AgentStep(
             self._store,
             session_id,
             self._clock,
             pending,
             history,
-            changes,
-            mark,
+            window.reactions,
+            window.reactions_mark,
             self._reacted,
             self._ask,
             self._act,
@@ -294,3 +294,4 @@ class MainAgentLoop:
             await self._agent.step(step)
         except Exception:
             log.exception("the main agent's step failed", extra={"session_id": session_id})
+        return bool(step.read_inputs)

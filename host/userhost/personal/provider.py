@@ -101,6 +101,20 @@ class ReactionChange:
 
 
 @dataclass(frozen=True)
+class StepWindow:
+    """What one step of the main agent is offered, read from one snapshot of the store."""
+
+    pending: list[ContextMessage]
+    """The oldest admitted inputs no model context has included yet, oldest first (never empty)."""
+    recent: list[ContextMessage]
+    """The newest visible messages, oldest first."""
+    reactions: list[ReactionChange]
+    """The owner's reaction changes not yet shown to the agent, coalesced per message, newest first."""
+    reactions_mark: int
+    """The locator mark to pass to `reaction_changes_seen` once a step has shown `reactions`."""
+
+
+@dataclass(frozen=True)
 class ReactionWrite:
     """The outcome of a reaction write."""
 
@@ -287,8 +301,11 @@ class SessionDomain(Protocol):
         """Save one assistant message; its history sequence. `kind` `text` is a visible message;
         `reasoning` and `tool` are hidden reasoning and execution-tool records, never projected to clients."""
 
-    async def pending_inputs(self, session_id: str, limit: int) -> list[ContextMessage]:
-        """The oldest `limit` admitted inputs no model context has included yet, oldest first."""
+    async def step_window(
+        self, session_id: str, waiting: int, recent: int, reactions: int
+    ) -> StepWindow | None:
+        """What one agent step in the session is offered, from one snapshot: at most `waiting` pending inputs,
+        `recent` recent messages and `reactions` reaction changes; None when no input waits."""
 
     async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
         """The newest `limit` visible messages, oldest first, for an agent's model context."""
@@ -340,10 +357,6 @@ class SessionDomain(Protocol):
 
     async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
         """The current reactions of the session's saved messages among these, in their order."""
-
-    async def reaction_changes(self, session_id: str, limit: int) -> tuple[list[ReactionChange], int]:
-        """The owner's reaction changes not yet shown to the agent, coalesced per message, newest first, at
-        most `limit`; and the locator mark to pass to `reaction_changes_seen` once a step has shown them."""
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
         """The agent has seen the changes up to `mark`: the next snapshot supersedes them."""

@@ -48,8 +48,7 @@ def admit(connection: sqlite3.Connection, main: str, submission: Submission, now
         raise ClientInputIdTaken(
             f"client input {submission.client_input_id} already names another input of the session"
         )
-    indexed = submission.session_id == main
-    seq = append_message(connection, submission.session_id, "user", submission.text, now, indexed=indexed)
+    seq = append_message(connection, submission.session_id, "user", submission.text, now)
     receipt_id = sessions.new_id("rcp")
     stamp = rfc3339(now)
     connection.execute(

@@ -107,7 +107,7 @@ def create(
     found = by_call(connection, new.session_id, new.call_id, new.action)
     if found is not None:
         return found, True
-    seq = append_message(connection, new.session_id, "assistant", new.summary, now, indexed=True)
+    seq = append_message(connection, new.session_id, "assistant", new.summary, now)
     connection.execute(
         "UPDATE messages SET approval_id = ? WHERE session_id = ? AND seq = ?", (card_id, new.session_id, seq)
     )
@@ -290,7 +290,7 @@ def recover(connection: sqlite3.Connection, now: datetime) -> list[ApprovalCard]
 
 def outcome_message(connection: sqlite3.Connection, found: ApprovalCard, text: str, now: datetime) -> int:
     """Save the visible message that tells a settled card's outcome in the main conversation; its sequence."""
-    seq = append_message(connection, found.session_id, "assistant", text, now, indexed=True)
+    seq = append_message(connection, found.session_id, "assistant", text, now)
     connection.execute(
         "UPDATE messages SET approval_id = ? WHERE session_id = ? AND seq = ?",
         (found.card_id, found.session_id, seq),

@@ -84,7 +84,7 @@ def settle(
             ("cancelled" if row[2] else "delivery_failed", stamp, delivery_id),
         )
     else:
-        seq = append_message(connection, main, "assistant", text, now, indexed=True)
+        seq = append_message(connection, main, "assistant", text, now)
         if row[3] is not None:
             connection.execute(
                 "UPDATE messages SET question_id = ? WHERE session_id = ? AND seq = ?", (row[3], main, seq)

@@ -38,7 +38,7 @@ def dispatch(connection: sqlite3.Connection, new: NewDispatch, now: datetime) ->
         "INSERT INTO tasks VALUES (?, NULL, ?, ?, 1, 1, 'running', 0, NULL, 1, ?)",
         (new.task_id, new.session_id, new.request_id, stamp),
     )
-    append_message(connection, new.session_id, "user", new.instructions, now, indexed=False)
+    append_message(connection, new.session_id, "user", new.instructions, now)
     connection.execute(
         f"INSERT INTO task_dispatches ({DISPATCH_COLUMNS}, cards_after, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, 1, 'queued', NULL, 0, ?)",

@@ -2,7 +2,8 @@
 and the recent window an agent's context starts from (spec/schema/userhost/personal.schema.json).
 
 Search uses the trigram index of the main conversation's visible text, newest row first, within the row
-range its cursor and time bounds allow; a query too short for trigrams scans the same range instead.
+range its cursor and time bounds allow; the few newest rows the index does not hold yet (`search_index`) are
+scanned, and so is the whole range for a query too short for trigrams.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from wuu.generated.models import HistoryMessage, ReactionActor
 from ..provider import ContextMessage
 from . import reactions, sessions
 from .admission import attachment_metadata
-from .messages import MESSAGE_COLUMNS, VISIBLE
+from .messages import MESSAGE_COLUMNS
+from .projection import VISIBLE
+from .search_index import indexed_through
 
 SHORT_QUERY = 3
 """Queries shorter than this (in characters) cannot use the trigram index and scan the history instead."""
@@ -51,11 +54,16 @@ def search(
     low, high = _id_range(connection, session_id, time_min_us, time_max_us, before_seq)
     if low > high:
         return []
-    bounds, arguments = "", [session_id, low, high]
+    bounds, bound_values = "", []
     if time_min_us is not None or time_max_us is not None:
         bounds = " AND m.created_us IS NOT NULL AND m.created_us >= ? AND m.created_us < ?"
-        arguments += [time_min_us or -(2**63), time_max_us or 2**63 - 1]
-    if len(query.casefold()) < SHORT_QUERY or "\x00" in query:  # FTS5 query strings end at a NUL
+        bound_values = [time_min_us or -(2**63), time_max_us or 2**63 - 1]
+    # The index holds the rows up to its mark; the rows past it, the newest, are scanned and come first. A
+    # query too short for trigrams scans the whole range.
+    short = len(query.casefold()) < SHORT_QUERY or "\x00" in query  # FTS5 query strings end at a NUL
+    mark = low - 1 if short else indexed_through(connection)
+    rows: list[Any] = []
+    if high > mark:
         sql = (
             f"SELECT {MESSAGE_COLUMNS} FROM messages m JOIN sessions s USING (session_id) "
             # `+`: walk the rows by id, newest first, and stop at the page's end (the session's index would
@@ -63,15 +71,17 @@ def search(
             f"WHERE +m.session_id = ? AND m.id BETWEEN ? AND ? AND {VISIBLE}{bounds} "
             "AND wuu_contains(m.text, ?) ORDER BY m.id DESC LIMIT ?"
         )
-        rows = connection.execute(sql, [*arguments, query, limit]).fetchall()
-    else:
+        arguments = [session_id, max(low, mark + 1), high, *bound_values, query, limit]
+        rows = connection.execute(sql, arguments).fetchall()
+    if len(rows) < limit and low <= mark:
         phrase = '"' + query.casefold().replace('"', '""') + '"'
         sql = (
             f"SELECT {MESSAGE_COLUMNS} FROM messages_fts f JOIN messages m ON m.id = f.rowid "
             "JOIN sessions s USING (session_id) WHERE messages_fts MATCH ? AND m.session_id = ? "
             f"AND f.rowid BETWEEN ? AND ?{bounds} ORDER BY f.rowid DESC LIMIT ?"
         )
-        rows = connection.execute(sql, [phrase, *arguments, limit]).fetchall()
+        arguments = [phrase, session_id, low, min(high, mark), *bound_values, limit - len(rows)]
+        rows += connection.execute(sql, arguments).fetchall()
     return _history_messages(connection, session_id, rows)
 
 

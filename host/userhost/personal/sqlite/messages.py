@@ -13,9 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from ..stamps import micros, rfc3339
+from . import search_index
 
-VISIBLE = "m.kind = 'text' AND m.hidden = 0"
-"""The public conversation projection: visible text, never hidden reasoning or execution-tool records."""
 MESSAGE_COLUMNS = (
     "m.id, m.seq, m.role, m.kind, m.hidden, m.truncated, m.read_only, m.background, m.text, m.created_at, "
     "m.question_id, s.kind, m.approval_id"
@@ -34,17 +33,10 @@ def message(connection: sqlite3.Connection, session_id: str, seq: int) -> Sequen
 
 
 def append_message(
-    connection: sqlite3.Connection,
-    session_id: str,
-    role: str,
-    text: str,
-    now: datetime,
-    kind: str = "text",
-    *,
-    indexed: bool,
+    connection: sqlite3.Connection, session_id: str, role: str, text: str, now: datetime, kind: str = "text"
 ) -> int:
-    """Save one message at the session's next sequence, its text indexed for search when `indexed` (the
-    main conversation's visible messages); its sequence."""
+    """Save one message at the session's next sequence (search indexes it with the batch it completes or a
+    later one, `search_index`); its sequence."""
     last = connection.execute(
         "SELECT seq, created_us, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
         (session_id,),
@@ -58,14 +50,6 @@ def append_message(
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (session_id, seq, role, kind, text, at, stamp),
     ).lastrowid
-    if indexed:
-        connection.execute("INSERT INTO messages_fts (rowid, text) VALUES (?, ?)", (row_id, text.casefold()))
+    assert row_id is not None
+    search_index.appended(connection, row_id)
     return seq
-
-
-def append_assistant(
-    connection: sqlite3.Connection, main: str, session_id: str, text: str, now: datetime, kind: str
-) -> int:
-    """Save one assistant message; only the visible text of the main conversation `main` is indexed."""
-    indexed = kind == "text" and session_id == main
-    return append_message(connection, session_id, "assistant", text, now, kind, indexed=indexed)

@@ -137,26 +137,23 @@ def snapshots(
 
 def changes(connection: sqlite3.Connection, session_id: str, limit: int) -> tuple[list[ReactionChange], int]:
     """The owner's reaction changes the agent has not seen, coalesced per message, newest first, at most
-    `limit`; and the locator mark that covers them. One read transaction, so both come from one snapshot."""
-    connection.execute("BEGIN")
-    try:
-        seen = _seen(connection, session_id)
-        rows = connection.execute(
-            "SELECT l.message_seq, max(l.id) AS latest, r.owner, m.text FROM reaction_locators l "
-            "JOIN messages m ON m.session_id = l.session_id AND m.seq = l.message_seq "
-            "LEFT JOIN reactions r ON r.session_id = l.session_id AND r.message_seq = l.message_seq "
-            "WHERE l.session_id = ? AND l.done = 1 AND l.id > ? GROUP BY l.message_seq "
-            "ORDER BY latest DESC LIMIT ?",
-            (session_id, seen, limit),
-        ).fetchall()
-        found = [ReactionChange(seq, owner, text[:EXCERPT_CHARS]) for seq, _, owner, text in rows]
-        (mark,) = connection.execute(
-            "SELECT coalesce(max(id), ?) FROM reaction_locators WHERE session_id = ? AND done = 1",
-            (seen, session_id),
-        ).fetchone()
-        return found, mark
-    finally:
-        connection.execute("COMMIT")
+    `limit`; and the locator mark that covers them. Run it inside a read transaction, so that both come from
+    one snapshot."""
+    seen = _seen(connection, session_id)
+    rows = connection.execute(
+        "SELECT l.message_seq, max(l.id) AS latest, r.owner, m.text FROM reaction_locators l "
+        "JOIN messages m ON m.session_id = l.session_id AND m.seq = l.message_seq "
+        "LEFT JOIN reactions r ON r.session_id = l.session_id AND r.message_seq = l.message_seq "
+        "WHERE l.session_id = ? AND l.done = 1 AND l.id > ? GROUP BY l.message_seq "
+        "ORDER BY latest DESC LIMIT ?",
+        (session_id, seen, limit),
+    ).fetchall()
+    found = [ReactionChange(seq, owner, text[:EXCERPT_CHARS]) for seq, _, owner, text in rows]
+    (mark,) = connection.execute(
+        "SELECT coalesce(max(id), ?) FROM reaction_locators WHERE session_id = ? AND done = 1",
+        (seen, session_id),
+    ).fetchone()
+    return found, mark
 
 
 def changes_seen(connection: sqlite3.Connection, session_id: str, mark: int) -> None:

@@ -29,19 +29,19 @@ from ..memory_ledger import MemoryLedger
 from ..provider import (
     Admission,
     ContextMessage,
-    ReactionChange,
     ReactionWrite,
+    StepWindow,
     StoredAttachment,
     Submission,
     TaskLedger,
 )
-from . import admission, attention, history, reactions, sessions
+from . import admission, attention, history, reactions, sessions, steps
 from .approval_ledger import SqliteApprovalLedger
 from .database import Database
 from .dispatch_ledger import SqliteDispatchLedger
 from .ledger import SqliteTaskLedger
 from .memory_ledger import SqliteMemoryLedger
-from .messages import append_assistant
+from .messages import append_message
 from .native_authorization import NativeAuthorization
 
 STORE_FILE = "personal.sqlite"
@@ -112,11 +112,17 @@ class SqliteSessionDomain:
         return await self.database.read(lambda c: admission.receipts(c, main, session_id, client_input_ids))
 
     async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
-        main = self.main_session_id
-        return await self.database.write(lambda c: append_assistant(c, main, session_id, text, now, kind))
+        return await self.database.write(
+            lambda c: append_message(c, session_id, "assistant", text, now, kind)
+        )
 
-    async def pending_inputs(self, session_id: str, limit: int) -> list[ContextMessage]:
-        return await self.database.read(lambda c: admission.pending_inputs(c, session_id, limit))
+    async def step_window(
+        self, session_id: str, waiting: int, recent: int, reactions: int
+    ) -> StepWindow | None:
+        main = self.main_session_id
+        return await self.database.read(
+            lambda c: steps.window(c, main, session_id, waiting, recent, reactions)
+        )
 
     async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
         return await self.database.read(lambda c: history.context(c, session_id, limit))
@@ -181,9 +187,6 @@ class SqliteSessionDomain:
     async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
         main = self.main_session_id
         return await self.database.read(lambda c: reactions.snapshots(c, main, session_id, message_seqs))
-
-    async def reaction_changes(self, session_id: str, limit: int) -> tuple[list[ReactionChange], int]:
-        return await self.database.read(lambda c: reactions.changes(c, session_id, limit))
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
         await self.database.write(lambda c: reactions.changes_seen(c, session_id, mark))

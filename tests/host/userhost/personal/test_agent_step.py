@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from wuu.host.userhost.personal.agent import AgentStep, MainAgentLoop
-from wuu.host.userhost.personal.provider import ContextMessage, Submission
+from wuu.host.userhost.personal.provider import StepWindow, Submission
 from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
 
 
@@ -29,7 +29,7 @@ def submission(main: str, n: int) -> Submission:
 
 
 class AdmitsDuringAssembly:
-    """The store, admitting input 2 the first time a step reads the recent context (after it read what waits)."""
+    """The store, admitting input 2 the first time a step has read its window, before the agent steps."""
 
     def __init__(self, store: SqliteSessionDomain) -> None:
         self.store = store
@@ -38,11 +38,14 @@ class AdmitsDuringAssembly:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def context(self, session_id: str, limit: int) -> list[ContextMessage]:
+    async def step_window(
+        self, session_id: str, waiting: int, recent: int, reactions: int
+    ) -> StepWindow | None:
+        window = await self.store.step_window(session_id, waiting, recent, reactions)
         if not self.admitted:
             self.admitted = True
             await self.store.admit(submission(session_id, 2), datetime.now(UTC))
-        return await self.store.context(session_id, limit)
+        return window
 
 
 async def test_an_input_admitted_while_a_step_is_assembled_waits_for_the_next_step(tmp_path: Path) -> None:

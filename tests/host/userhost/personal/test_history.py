@@ -56,6 +56,7 @@ from tests.host.userhost.personal.conftest import (
 from wuu.generated.models import UserHostErrorCode as Code
 from wuu.host.userhost.client import UserHostClient
 from wuu.host.userhost.personal import Agent, AgentStep, StoreError
+from wuu.host.userhost.personal.sqlite import search_index
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 MESSAGE_KEYS = {"message_seq", "role", "text", "created_at", "reaction_eligible", "reactions", "attachments"}
@@ -75,6 +76,15 @@ async def open_space(start_space: StartSpace, attach: Attach) -> Open:
         return space, await attach(space)
 
     return start
+
+
+@pytest.fixture(params=[1, 3, search_index.LAG], ids=["indexed", "split", "scanned"])
+def index_lag(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How far the search index trails the history: every message indexed as it is saved, a few at a time
+    (a search reads the index and the newer messages past its mark), or none in a short history."""
+    monkeypatch.setattr(search_index, "LAG", request.param)
+    lag: int = request.param
+    return lag
 
 
 def stamp(moment: datetime) -> str:
@@ -248,7 +258,9 @@ async def test_older_pages_stay_the_same_while_new_messages_arrive(open_space: O
     assert seqs(newest["messages"]) == [16, 15, 14, 13]
 
 
-async def test_a_search_hit_opens_the_history_at_that_message(open_space: Open, inputs: Inputs) -> None:
+async def test_a_search_hit_opens_the_history_at_that_message(
+    open_space: Open, inputs: Inputs, index_lag: int
+) -> None:
     """`before_seq` one past a sequence search returned: the page starts with that very message."""
     space, client = await open_space()
     for index in range(10):
@@ -312,7 +324,9 @@ def recording() -> Agent:
     return RecordingAgent()
 
 
-async def test_hidden_records_are_never_read_or_searched(open_space: Open, inputs: Inputs) -> None:
+async def test_hidden_records_are_never_read_or_searched(
+    open_space: Open, inputs: Inputs, index_lag: int
+) -> None:
     space, client = await open_space(agent=recording())
     await say(space, client, inputs, "alpha")
     await say(space, client, inputs, "beta")
@@ -350,7 +364,7 @@ async def test_hidden_records_are_never_read_or_searched(open_space: Open, input
 # --- search: matching --------------------------------------------------------------------------------
 
 
-async def test_search_ignores_case_across_scripts(open_space: Open, inputs: Inputs) -> None:
+async def test_search_ignores_case_across_scripts(open_space: Open, inputs: Inputs, index_lag: int) -> None:
     """Substring matching with Unicode case folding, for long (indexed) and short (1-2 character) queries."""
     space, client = await open_space(agent=silent())
     for text in ("l'école est fermée", "ΩΜΕΓΑ point", "Дом у реки", "nothing here", "ÉCOLE normale"):  # noqa: RUF001
@@ -377,7 +391,9 @@ async def test_search_ignores_case_across_scripts(open_space: Open, inputs: Inpu
         assert await found(client, space.main, query) == expected, query
 
 
-async def test_sharp_s_folds_alike_for_short_and_long_queries(open_space: Open, inputs: Inputs) -> None:
+async def test_sharp_s_folds_alike_for_short_and_long_queries(
+    open_space: Open, inputs: Inputs, index_lag: int
+) -> None:
     """Unicode case folding maps ß to ss: "Straße" and "STRASSE" match the same queries, whatever the
     query's length (the 1-2 character path and the indexed path must agree)."""
     space, client = await open_space(agent=silent())
@@ -388,7 +404,9 @@ async def test_sharp_s_folds_alike_for_short_and_long_queries(open_space: Open, 
     assert matches == {query: [2, 1] for query in queries}
 
 
-async def test_queries_with_quotes_and_fts_syntax_are_literal(open_space: Open, inputs: Inputs) -> None:
+async def test_queries_with_quotes_and_fts_syntax_are_literal(
+    open_space: Open, inputs: Inputs, index_lag: int
+) -> None:
     space, client = await open_space(agent=silent())
     for text in (
         'she said "hi" twice',  # 1
@@ -423,7 +441,7 @@ async def test_queries_with_quotes_and_fts_syntax_are_literal(open_space: Open, 
 
 @pytest.mark.parametrize("query", ["NOTE", "Ot"], ids=["indexed", "short"])
 async def test_search_pages_cover_every_match_once_newest_first(
-    open_space: Open, inputs: Inputs, query: str
+    open_space: Open, inputs: Inputs, query: str, index_lag: int
 ) -> None:
     space, client = await open_space(agent=silent())
     matching = []
@@ -591,7 +609,9 @@ async def minutes_apart(space: Space, client: UserHostClient, inputs: Inputs, co
         await say(space, client, inputs, f"{text} {index}", at=T0 + timedelta(minutes=index))
 
 
-async def test_time_min_is_inclusive_and_time_max_exclusive(open_space: Open, inputs: Inputs) -> None:
+async def test_time_min_is_inclusive_and_time_max_exclusive(
+    open_space: Open, inputs: Inputs, index_lag: int
+) -> None:
     space, client = await open_space(agent=silent())
     await minutes_apart(space, client, inputs, 10, "event")  # seq N at 12:(N-1):00
     (fourth,) = [m for m in (await read(client, space.main))["messages"] if m["message_seq"] == 4]
@@ -653,7 +673,7 @@ async def test_bounds_at_the_ends_of_the_calendar_are_served(open_space: Open, i
     assert outcomes == {key: [3, 2, 1] for key in outcomes}
 
 
-async def test_bounds_apply_before_pagination(open_space: Open, inputs: Inputs) -> None:
+async def test_bounds_apply_before_pagination(open_space: Open, inputs: Inputs, index_lag: int) -> None:
     """Pages are full of in-range matches: out-of-range and non-matching messages take no room."""
     space, client = await open_space(agent=silent())
     for index in range(30):
@@ -696,7 +716,7 @@ async def test_a_bad_timestamp_is_invalid_params_naming_the_field(
 
 
 async def test_messages_without_a_timestamp_match_only_unbounded_searches(
-    open_space: Open, inputs: Inputs
+    open_space: Open, inputs: Inputs, index_lag: int
 ) -> None:
     space, client = await open_space(agent=silent())
     await minutes_apart(space, client, inputs, 6, "legacy")

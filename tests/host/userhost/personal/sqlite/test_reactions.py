@@ -11,7 +11,7 @@ from wuu.generated.models import ReactionActor
 from wuu.host.userhost.personal.provider import ReactionWrite, Submission
 from wuu.host.userhost.personal.refusals import NotReactionTarget, RequestIdConflict, StaleRevision
 from wuu.host.userhost.personal.sqlite import admission, reactions, tasks
-from wuu.host.userhost.personal.sqlite.messages import append_assistant
+from wuu.host.userhost.personal.sqlite.messages import append_message
 
 from .conftest import Store
 
@@ -23,8 +23,8 @@ def said(store: Store) -> Store:
     """The main conversation holds a user input (1), an assistant reply (2) and a hidden reasoning record (3)."""
     user_input = Submission(store.main, "wuu.personal", "in-1", "req-1", "hi", "0" * 64, (), "binding")
     admission.admit(store.connection, store.main, user_input, store.clock())
-    append_assistant(store.connection, store.main, store.main, "hello", store.clock(), "text")
-    append_assistant(store.connection, store.main, store.main, "thinking", store.clock(), "reasoning")
+    append_message(store.connection, store.main, "assistant", "hello", store.clock(), "text")
+    append_message(store.connection, store.main, "assistant", "thinking", store.clock(), "reasoning")
     return store
 
 
@@ -54,7 +54,7 @@ def test_the_owner_reacts_to_replies_and_the_agent_to_user_inputs_only(said: Sto
 
 def test_a_reply_in_a_task_session_is_no_reaction_target(said: Store) -> None:
     task = tasks.create(said.connection, "dispatch-1", None, said.clock())
-    append_assistant(said.connection, said.main, task.session_id, "task says", said.clock(), "text")
+    append_message(said.connection, task.session_id, "assistant", "task says", said.clock(), "text")
     row = said.connection.execute(
         "SELECT seq FROM messages WHERE session_id = ?", (task.session_id,)
     ).fetchone()

@@ -1,0 +1,105 @@
+"""The floors under the durable-send figures: a bare NDJSON server on a Unix socket that does, per request,
+only what any host of the Personal store must do, serving until SIGTERM:
+
+    python tools/bench/send_floor.py row|admission STORE SOCKET
+
+Each request line is parsed and handled as a task of its own (a client's requests may overlap), its write
+goes through the store's `Database` (one writer thread, group commit, WAL with `synchronous=FULL`), and the
+reply is written once the write is durable. `row` commits one 200-byte row per request, the raw baseline's
+write; `admission` commits the store's own admission of the request's user input (`admission.admit`: the
+message, its search index entry, the receipt and their indexes). There is no session state, no params model
+and no agent: what a host adds above the `admission` floor is its own cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import signal
+import sqlite3
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from wuu.host.userhost.personal.provider import Submission
+from wuu.host.userhost.personal.sqlite import admission, sessions
+from wuu.host.userhost.personal.sqlite.database import Database
+from wuu.host.userhost.services import Caller
+
+PLUGIN_ID = "wuu.personal"
+CALLER = Caller("unix", None)
+BODY = "x" * 200
+
+
+def row_write(number: int) -> Any:
+    def write(connection: sqlite3.Connection) -> dict[str, Any]:
+        connection.execute("INSERT INTO receipts VALUES (?, ?)", (f"r{number}", BODY))
+        return {"receipt": number}
+
+    return write
+
+
+def admission_write(main: str, user_input: dict[str, Any]) -> Any:
+    text = user_input["text"]
+    submission = Submission(
+        session_id=main,
+        plugin_id=PLUGIN_ID,
+        client_input_id=user_input["client_input_id"],
+        request_id=user_input["request_id"],
+        text=text,
+        text_sha256=hashlib.sha256(text.encode()).hexdigest(),
+        attachments=(),
+        binding_digest=hashlib.sha256(f"{user_input['request_id']}\n{text}".encode()).hexdigest(),
+        admitted_by=CALLER,
+    )
+    now = datetime.now(UTC)
+
+    def write(connection: sqlite3.Connection) -> dict[str, Any]:
+        admitted = admission.admit(connection, main, submission, now)
+        return {"receipt": admitted.receipt.to_wire(), "replayed": admitted.replayed}
+
+    return write
+
+
+async def main(mode: str, store: Path, socket: Path) -> None:
+    def setup(connection: sqlite3.Connection) -> None:
+        # `open` has already given the file the store's schema.
+        connection.execute("CREATE TABLE receipts (id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        sessions.create_or_check_space(connection, store, "bench", "personal", datetime.now(UTC))
+
+    database = await Database.open(store, setup)
+    main_session = await database.read(sessions.main_session_id)
+    numbers = iter(range(sys.maxsize))
+
+    async def answer(writer: asyncio.StreamWriter, request: dict[str, Any]) -> None:
+        if request.get("method") == "initialize":
+            result: dict[str, Any] = {}
+        elif mode == "row":
+            result = {"result": await database.write(row_write(next(numbers)))}
+        else:
+            write = admission_write(main_session, request["params"]["user_input"])
+            result = {"result": await database.write(write)}
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": result}
+        writer.write(orjson.dumps(reply, option=orjson.OPT_APPEND_NEWLINE))
+
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            task = asyncio.create_task(answer(writer, orjson.loads(line)))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    server = await asyncio.start_unix_server(serve, socket, limit=1 << 24)
+    await stop.wait()
+    server.close()
+    await database.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))
