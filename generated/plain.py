@@ -284,13 +284,15 @@ PLAIN_DEFS: frozenset[str] = frozenset(
         "ToolCall",
         "ToolInvokeParams",
         "ToolResult",
+        "UserInput",
+        "UserInputAttachment",
         "VercelExecutionProfile",
         "WorkerInfo",
         "WriteFileArguments",
         "WriteFileMetadata",
     }
 )
-"""The defs with a plain class here (the rest of the worker's defs are checked inline)."""
+"""The defs with a plain class here (the rest of its defs are checked inline)."""
 
 _PATTERN_0 = _Pattern("^(/|[A-Za-z][A-Za-z0-9+.-]*://)\\S+\\Z")
 _PATTERN_1 = _Pattern("^(/(?!\\.\\.?(/|\\Z))[^/]+)+\\Z")
@@ -321,6 +323,11 @@ _PATTERN_21 = _Pattern(
 _PATTERN_22 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
 )
+_PATTERN_23 = _Pattern("^[A-Za-z0-9._:-]+\\Z")
+_PATTERN_24 = _Pattern(
+    "^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z"
+)
+_PATTERN_25 = _Pattern("^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z")
 
 
 class ActorKind(StrEnum):
@@ -4493,6 +4500,122 @@ class ToolResult(PlainModel):
 _ToolResult_WIRE: dict[str, str] = {"output": "output", "is_error": "is_error", "metadata": "metadata"}
 
 
+class UserInput(PlainModel):
+    """The host-owned envelope of one exact user input. Per submission the host accepts at most 64,000 UTF-8 bytes of text, at most 16 attachments and at most 20 MiB (20,971,520 bytes) of decoded attachment bytes in total; native clients may keep smaller transport limits of their own. Empty text is valid only together with at least one attachment (`if`/`else`): an empty `text` without attachments, absent or empty, gets `invalid_params` naming `user_input.text`."""
+
+    __slots__ = ("client_input_id", "request_id", "text", "attachments")
+    __fields__ = (
+        ("client_input_id", "client_input_id", True, None),
+        ("request_id", "request_id", True, None),
+        ("text", "text", True, None),
+        ("attachments", "attachments", False, None),
+    )
+    client_input_id: str
+    request_id: str
+    text: str
+    attachments: list[UserInputAttachment] | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _UserInput_WIRE:
+                raise Invalid(_at(at, key), "is not a field of UserInput")
+        self._extra = None
+        self._set = frozenset(_UserInput_WIRE[key] for key in value)
+        if "client_input_id" not in value:
+            raise Invalid(_at(at, "client_input_id"), "is required")
+        self.client_input_id = _check_UserInput_client_input_id(
+            value["client_input_id"], _at(at, "client_input_id")
+        )
+        if "request_id" not in value:
+            raise Invalid(_at(at, "request_id"), "is required")
+        self.request_id = _check_UserInput_request_id(value["request_id"], _at(at, "request_id"))
+        if "text" not in value:
+            raise Invalid(_at(at, "text"), "is required")
+        self.text = _check_UserInput_text(value["text"], _at(at, "text"))
+        found = value.get("attachments", _ABSENT)
+        if found is _ABSENT:
+            self.attachments = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "attachments"), "is null")
+            self.attachments = _check_UserInput_attachments(found, _at(at, "attachments"))
+        try:
+            _check_UserInput_if(value, at)
+        except Invalid:
+            _check_UserInput_else(value, at)
+        return self
+
+
+_UserInput_WIRE: dict[str, str] = {
+    "client_input_id": "client_input_id",
+    "request_id": "request_id",
+    "text": "text",
+    "attachments": "attachments",
+}
+
+
+class UserInputAttachment(PlainModel):
+    """One attachment of a user input, with its content. An attachment whose decoded `data` is not exactly `size` bytes, or whose SHA-256 is not `sha256`, gets `invalid_params`."""
+
+    __slots__ = ("filename", "media_type", "size", "sha256", "data")
+    __fields__ = (
+        ("filename", "filename", True, None),
+        ("media_type", "media_type", True, None),
+        ("size", "size", True, None),
+        ("sha256", "sha256", True, None),
+        ("data", "data", True, None),
+    )
+    filename: str
+    media_type: str
+    size: int
+    sha256: str
+    data: str
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _UserInputAttachment_WIRE:
+                raise Invalid(_at(at, key), "is not a field of UserInputAttachment")
+        self._extra = None
+        self._set = frozenset(_UserInputAttachment_WIRE[key] for key in value)
+        if "filename" not in value:
+            raise Invalid(_at(at, "filename"), "is required")
+        self.filename = _check_UserInputAttachment_filename(value["filename"], _at(at, "filename"))
+        if "media_type" not in value:
+            raise Invalid(_at(at, "media_type"), "is required")
+        self.media_type = _check_UserInputAttachment_media_type(value["media_type"], _at(at, "media_type"))
+        if "size" not in value:
+            raise Invalid(_at(at, "size"), "is required")
+        self.size = _check_UserInputAttachment_size(value["size"], _at(at, "size"))
+        if "sha256" not in value:
+            raise Invalid(_at(at, "sha256"), "is required")
+        self.sha256 = _check_UserInputAttachment_sha256(value["sha256"], _at(at, "sha256"))
+        if "data" not in value:
+            raise Invalid(_at(at, "data"), "is required")
+        self.data = _check_UserInputAttachment_data(value["data"], _at(at, "data"))
+        return self
+
+
+_UserInputAttachment_WIRE: dict[str, str] = {
+    "filename": "filename",
+    "media_type": "media_type",
+    "size": "size",
+    "sha256": "sha256",
+    "data": "data",
+}
+
+
 class VercelExecutionProfile(PlainModel):
     """A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used."""
 
@@ -6764,6 +6887,141 @@ def _check_ToolResult_metadata(value: Any, at: str) -> Any:
 def _check_ToolResult_output(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
+    return value
+
+
+def _check_UserInputAttachment_data(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) > 27962028:
+        raise Invalid(at, "is longer than 27962028 characters")
+    problem = limit_violation("x-max-decoded-bytes", 20971520, value)
+    if problem:
+        raise Invalid(at, problem)
+    return value
+
+
+def _check_UserInputAttachment_filename(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    if len(value) > 255:
+        raise Invalid(at, "is longer than 255 characters")
+    if not _PATTERN_24.search(value):
+        raise Invalid(
+            at,
+            "does not match '^([^/\\\\\\\\\\\\x00-\\\\x1f.][^/\\\\\\\\\\\\x00-\\\\x1f]*|\\\\.[^/\\\\\\\\\\\\x00-\\\\x1f.][^/\\\\\\\\\\\\x00-\\\\x1f]*|\\\\.\\\\.[^/\\\\\\\\\\\\x00-\\\\x1f]+)$'",
+        )
+    return value
+
+
+def _check_UserInputAttachment_media_type(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 3:
+        raise Invalid(at, "is shorter than 3 characters")
+    if len(value) > 255:
+        raise Invalid(at, "is longer than 255 characters")
+    if not _PATTERN_25.search(value):
+        raise Invalid(
+            at, "does not match '^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$'"
+        )
+    return value
+
+
+def _check_UserInputAttachment_sha256(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_10.search(value):
+        raise Invalid(at, "does not match '^[0-9a-f]{64}$'")
+    return value
+
+
+def _check_UserInputAttachment_size(value: Any, at: str) -> Any:
+    if type(value) is not int:
+        raise Invalid(at, "is not an integer")
+    if value < 0:
+        raise Invalid(at, "is less than the minimum 0")
+    if value > 20971520:
+        raise Invalid(at, "is more than the maximum 20971520")
+    return value
+
+
+def _check_UserInput_attachments(value: Any, at: str) -> Any:
+    if type(value) is not list:
+        raise Invalid(at, "is not an array")
+    if len(value) > 16:
+        raise Invalid(at, "has more than 16 items")
+    value = [UserInputAttachment._decode(item, _at(at, index)) for index, item in enumerate(value)]
+    problem = limit_violation("x-max-sum", {"property": "size", "maximum": 20971520}, value)
+    if problem:
+        raise Invalid(at, problem)
+    return value
+
+
+def _check_UserInput_client_input_id(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    if len(value) > 128:
+        raise Invalid(at, "is longer than 128 characters")
+    if not _PATTERN_23.search(value):
+        raise Invalid(at, "does not match '^[A-Za-z0-9._:-]+$'")
+    return value
+
+
+def _check_UserInput_else(value: Any, at: str) -> Any:
+    if type(value) is dict:
+        if "text" in value:
+            _check_UserInput_else_0(value["text"], _at(at, "text"))
+    return value
+
+
+def _check_UserInput_else_0(value: Any, at: str) -> Any:
+    if isinstance(value, str):
+        if len(value) < 1:
+            raise Invalid(at, "is shorter than 1 characters")
+    return value
+
+
+def _check_UserInput_if(value: Any, at: str) -> Any:
+    if type(value) is dict:
+        if "attachments" not in value:
+            raise Invalid(_at(at, "attachments"), "is required")
+        if "attachments" in value:
+            _check_UserInput_if_0(value["attachments"], _at(at, "attachments"))
+    return value
+
+
+def _check_UserInput_if_0(value: Any, at: str) -> Any:
+    if type(value) is list:
+        if len(value) < 1:
+            raise Invalid(at, "has fewer than 1 items")
+    return value
+
+
+def _check_UserInput_request_id(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    if len(value) > 128:
+        raise Invalid(at, "is longer than 128 characters")
+    if not _PATTERN_23.search(value):
+        raise Invalid(at, "does not match '^[A-Za-z0-9._:-]+$'")
+    return value
+
+
+def _check_UserInput_text(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) > 64000:
+        raise Invalid(at, "is longer than 64000 characters")
+    problem = limit_violation("x-max-utf8-bytes", 64000, value)
+    if problem:
+        raise Invalid(at, problem)
     return value
 
 

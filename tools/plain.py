@@ -5,7 +5,9 @@ whole echo worker. So the defs a worker decodes (every worker method's params an
 arguments and metadata, and the configuration files a worker or `wuu-host adapter` reads) also get a plain
 class each: its `_decode` checks a value against the def with straight-line code written here from the
 schema, and builds the instance. The pydantic models stay the typed API of hosts, and import their enums
-from the twins (`plain_enums`); `tests/spec/test_plain.py` holds the two to the schemas.
+from the twins (`plain_enums`); `tests/spec/test_plain.py` holds the two to the schemas. The defs whose
+schema says more than a pydantic model can (`SCHEMA_CHECKED_MODELS`) get a twin too, wherever they are used:
+their model checks itself through it.
 
 The attribute names and enum member names are the models' own (read from the models' source), so code written
 against a model reads the same against its plain twin. A schema keyword this generator does not know stops
@@ -58,6 +60,9 @@ KNOWN = ANNOTATIONS | {
     "prefixItems",
     "dependentRequired",
     "not",
+    "if",
+    "then",
+    "else",
     "enum",
     "const",
     "default",
@@ -297,6 +302,8 @@ class Writer:
                 lines.append(f"value = {{key: {each}(item, _at(at, key)) for key, item in value.items()}}")
         elif kind is not None:
             raise SystemExit(f"plain: {name} has type {kind!r}")
+        else:
+            lines += self.typeless(name, schema)
         lines += bounds(schema, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
         if "not" in schema:
             negated = self.checker(f"{name}_not", schema["not"])
@@ -304,6 +311,7 @@ class Writer:
                 f"try:\n    {negated}(value, at)\nexcept Invalid:\n    pass\n"
                 f"else:\n    raise Invalid(at, {'must not be ' + json.dumps(schema['not'])!r})"
             )
+        lines += self.conditional(name, schema)
         if "const" in schema:
             lines.append(
                 f"if value != {schema['const']!r} or type(value) is not {type(schema['const']).__name__}:\n"
@@ -328,6 +336,39 @@ class Writer:
                 )
         body = "\n".join([*lines, f"return {result}"])
         return f"def {name}(value: Any, at: str) -> Any:\n" + indent(body)
+
+    def typeless(self, name: str, schema: dict[str, Any]) -> list[str]:
+        """The checks of a schema without `type`: each keyword applies only to values of its own JSON type
+        (`required` and `properties` to objects, the item bounds to arrays, the length bounds to strings)."""
+        lines = []
+        if "required" in schema or "properties" in schema:
+            checks = [
+                f'if {key!r} not in value:\n    raise Invalid(_at(at, {key!r}), "is required")'
+                for key in schema.get("required", ())
+            ]
+            for index, (key, sub) in enumerate(schema.get("properties", {}).items()):
+                check = self.checker(f"{name}_{index}", sub)
+                checks.append(f"if {key!r} in value:\n    {check}(value[{key!r}], _at(at, {key!r}))")
+            lines.append("if type(value) is dict:\n" + indent("\n".join(checks)))
+        for test, keywords in (("type(value) is list", ("minItems", "maxItems")),
+                               ("isinstance(value, str)", ("minLength", "maxLength"))):  # fmt: skip
+            checks = bounds(schema, keywords)
+            if checks:
+                lines.append(f"if {test}:\n" + indent("\n".join(checks)))
+        return lines
+
+    def conditional(self, name: str, schema: dict[str, Any]) -> list[str]:
+        """The check of `if`/`then`/`else`: `then` applies to a value that passes `if`, `else` to one that
+        does not."""
+        if "if" not in schema:
+            return []
+        test = self.checker(f"{name}_if", schema["if"])
+        then, otherwise = (
+            f"{self.checker(f'{name}_{key}', schema[key])}(value, at)" if key in schema else "pass"
+            for key in ("then", "else")
+        )
+        passed = "" if then == "pass" else f"\nelse:\n    {then}"
+        return [f"try:\n    {test}(value, at)\nexcept Invalid:\n    {otherwise}{passed}"]
 
     def py_type(self, schema: dict[str, Any]) -> str:
         """The Python type of what `schema`'s checker returns."""
@@ -436,6 +477,7 @@ class Writer:
                     f"if {given!r} in value and {wire!r} not in value:\n"
                     f"    raise Invalid(_at(at, {wire!r}), {'is required when ' + given + ' is given'!r})"
                 )
+        decode += self.conditional(f"_check_{name}", schema)
         decode.append("return self")
         slots = ", ".join(repr(attributes[wire]) for wire in schema["properties"])
         body = [
@@ -487,7 +529,7 @@ class Writer:
             header
             + template
             + f"\n\nPLAIN_DEFS: frozenset[str] = frozenset({{{names}}})\n"
-            + '"""The defs with a plain class here (the rest of the worker\'s defs are checked inline)."""\n\n'
+            + '"""The defs with a plain class here (the rest of its defs are checked inline)."""\n\n'
             + patterns
             + "\n\n\n"
             + "\n\n\n".join(classes)
@@ -527,17 +569,31 @@ def indent(text: str) -> str:
     return "\n".join(("    " + line) if line else line for line in text.split("\n"))
 
 
-def plain_enums(spec_bundle: dict[str, Any], methods: dict[str, Any]) -> list[str]:
+def plain_roots(methods: dict[str, Any], checked: Iterable[str]) -> list[str]:
+    """The defs with a twin of their own: the worker's, and the schema-checked ones."""
+    return sorted(set(worker_roots(methods)) | set(checked))
+
+
+def plain_enums(spec_bundle: dict[str, Any], methods: dict[str, Any], checked: Iterable[str]) -> list[str]:
     """The enum defs `plain` defines, which the models import from it rather than define again."""
     defs = spec_bundle["$defs"]
     return [
-        name for name in closure(defs, worker_roots(methods)) if "enum" in defs[name] and "type" in defs[name]
+        name
+        for name in closure(defs, plain_roots(methods, checked))
+        if "enum" in defs[name] and "type" in defs[name]
     ]
 
 
 def generate_plain(
-    spec_bundle: dict[str, Any], methods: dict[str, Any], models_source: str, header: str, template: str
+    spec_bundle: dict[str, Any],
+    methods: dict[str, Any],
+    checked: Iterable[str],
+    models_source: str,
+    header: str,
+    template: str,
 ) -> str:
-    """The source of `generated/plain.py`: the template (the base class) and every worker def's plain twin."""
+    """The source of `generated/plain.py`: the template (the base class) and the plain twin of every def a
+    worker uses or whose model is schema-checked (`checked`)."""
     defs = spec_bundle["$defs"]
-    return Writer(defs, closure(defs, worker_roots(methods)), models_source).module(header, template, methods)
+    names = closure(defs, plain_roots(methods, checked))
+    return Writer(defs, names, models_source).module(header, template, methods)

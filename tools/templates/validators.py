@@ -75,25 +75,6 @@ def bundle() -> dict[str, Any]:
     return loaded
 
 
-@functools.cache
-def _residual_validator(name: str) -> Validator:
-    from referencing import Registry, Resource
-
-    text = resources.files(__package__).joinpath("schema", "residual.json").read_text("utf-8")
-    registry: Registry = Registry().with_resource(BUNDLE_ID, Resource.from_contents(bundle()))
-    # The residue itself, not a reference to it: resolving a reference costs more than most residues' checks
-    # (the references inside a residue name the bundle's defs absolutely).
-    result: Validator = _wire_validator()(json.loads(text)["$defs"][name], registry=registry)
-    return result
-
-
-def residual_errors(name: str, instance: Any) -> list[ValidationError]:
-    """The violations of what def `name`'s model cannot check itself (its residue in `schema/residual.json`),
-    most specific first: all a valid instance of the model can still break."""
-    found = list(_residual_validator(name).iter_errors(instance))
-    return sorted(found, key=lambda error: (-len(error.absolute_path), str(error.absolute_path)))
-
-
 def compile_validator(spec_bundle: dict[str, Any], name: str) -> Validator:
     """A validator for the def `name` of a spec bundle."""
     if name not in spec_bundle["$defs"]:

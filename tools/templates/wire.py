@@ -8,9 +8,9 @@ decoded message re-encodes to the same JSON and optional fields never appear as 
 The spec's own keywords that JSON Schema cannot express (`keywords.SPEC_KEYWORDS`) are enforced here,
 once, for every model that carries them; so are `uniqueItems` and "optional but never null", which the
 generator passes on as `keywords.GENERATOR_KEYWORDS`. A model whose def uses a keyword that pydantic
-cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) also runs a jsonschema
-validator of its def's residue (`schema/residual.json`: those keywords and the paths to them, what the model
-has not checked): this module depends on `validators`, never the other way round.
+cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) is also decoded by its plain twin
+(`plain`), whose generated checks hold every keyword of the def: this module depends on `plain`, never the
+other way round.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.fields import FieldInfo
 from typing_extensions import TypeAliasType
 
+from . import plain
 from .keywords import MODEL_KEYWORDS, NOT_NULL, UNIQUE_ITEMS, limit_violation
 
 
@@ -70,14 +71,10 @@ class WireModel(BaseModel):
             if problem:
                 raise ValueError(f"{wire_name}: {problem}")
         if type(self).__name__ in SCHEMA_CHECKED_MODELS:
-            # Imported here: jsonschema takes tens of milliseconds to import, and most processes
-            # (a worker's cold start among them) use no schema-checked model.
-            from .validators import error_locations, residual_errors
-
-            found = residual_errors(type(self).__name__, self.to_wire())
-            if found:
-                where = max(error_locations(found[:1]), key=len)
-                raise ValueError(f"{where}: {found[0].message}")
+            try:
+                getattr(plain, type(self).__name__).model_validate(self.to_wire())
+            except plain.Invalid as error:
+                raise ValueError(f"{error.location}: {error.message}") from None
         return self
 
     def to_wire(self) -> dict[str, Any]:
