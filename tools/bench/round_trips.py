@@ -33,10 +33,13 @@ def placed(pids: list[int], *, apart: bool) -> Iterator[bool]:
         yield False
         return
     threads = [int(task) for pid in pids for task in os.listdir(f"/proc/{pid}/task")]
-    saved = {tid: os.sched_getaffinity(tid) for tid in [0, *threads]}
+    saved = {0: os.sched_getaffinity(0)}
     os.sched_setaffinity(0, {cpus[0]})
     for tid in threads:
-        os.sched_setaffinity(tid, {cpus[1] if apart else cpus[0]})
+        # A thread that has ended since the listing needs no pin.
+        with contextlib.suppress(ProcessLookupError):
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, {cpus[1] if apart else cpus[0]})
     try:
         yield True
     finally:
