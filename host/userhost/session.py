@@ -21,7 +21,6 @@ from wuu.generated.models import (
     PluginClientCancelParams,
     PluginClientCancelResult,
     PluginClientRequestParams,
-    PluginClientRequestResult,
     UserHostErrorCode,
     UserHostInitializeParams,
     UserHostInitializeResult,
@@ -282,7 +281,8 @@ class ClientSession:
         result = await handler(params, call)
         if spec.result is None or not isinstance(result, spec.result):
             raise UserHostError(UserHostErrorCode.INTERNAL, f"{spec.method} returned {type(result).__name__}")
-        return PluginClientRequestResult(result=result.to_wire()).to_wire()
+        # `PluginClientRequestResult` on the wire: its one field holds the method's result, already checked.
+        return {"result": result.to_wire()}
 
     def _cancel(self, params: PluginClientCancelParams) -> dict[str, Any]:
         self._current_graph()
