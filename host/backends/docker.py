@@ -8,11 +8,13 @@ bind-mounted at `workspace` (read-only with `mount_read_only`). A sleep-forever 
 running; the worker is a `docker exec` whose stdio is one hijacked two-way socket: stdin is written to
 it, and stdout and stderr come back multiplexed (an 8-byte header per chunk: stream, 0, 0, 0, size).
 
-`persistent: true` names the container after the profile and its workspace, so a later connection finds
-it, and runs the persistent native worker (`python3 -m wuu.worker attach`): a reconnect finds the worker's
-processes and their retained output. The container stays at disconnect; the worker inside exits after
-`lifetime_seconds` without a connection. Without retention the container has a random name, the worker
-is the plain stdio worker (its exit status is its cleanup's), and the container is removed at shutdown.
+`persistent: true` names the container after the profile, its workspace and the conversation
+(`conversations.py`: the host's `WUU_CONVERSATION`, else one id per profile), so a later connection of the
+conversation finds it and no other conversation does, and runs the persistent native worker
+(`python3 -m wuu.worker attach`): a reconnect finds the worker's processes and their retained output. The
+container stays at disconnect; the worker inside exits after `lifetime_seconds` without a connection.
+Without retention the container has a random name, the worker is the plain stdio worker (its exit status
+is its cleanup's), and the container is removed at shutdown.
 
 The watchdog of a container without retention: its main process is a watcher (`WATCHER`) that reads its
 stdin, which the adapter holds through an attach made before the container starts (`StdinOnce`). When
@@ -42,7 +44,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import docker
@@ -57,9 +59,11 @@ from wuu.worker.framing import reader_limit
 from ..errors import DockerUnavailable
 from ..profiles import Profile
 from .base import Environment
+from .conversations import conversation_id
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
+LABEL_CONVERSATION = "wuu.conversation"
 KEEP_RUNNING = ("sleep", "infinity")
 # The main process of a container without retention: it ends with the adapter's attach, unless told to stay.
 WATCHER = ("/bin/sh", "-c", 'read -r word; [ "$word" = keep ] && exec sleep infinity')
@@ -75,12 +79,13 @@ _STDOUT, _STDERR = 1, 2
 T = TypeVar("T")
 
 
-def container_name(profile: Profile[DockerExecutionProfile]) -> str:
-    """`wuu-<profile>-<id>`: stable per profile and workspace when retained (a reconnect finds it), else random."""
+def container_name(profile: Profile[DockerExecutionProfile], conversation: str) -> str:
+    """`wuu-<profile>-<id>`: when retained, stable per profile, workspace and conversation (a reconnect of the
+    conversation finds it, and no other conversation does); else random."""
     settings = profile.settings
     label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
     if settings.persistent:
-        identity = "\0".join((profile.name, settings.workspace, settings.host_workspace or ""))
+        identity = "\0".join((profile.name, settings.workspace, settings.host_workspace or "", conversation))
         suffix = hashlib.sha256(identity.encode()).hexdigest()[:16]
     else:
         suffix = secrets.token_hex(8)
@@ -214,11 +219,14 @@ def _own_socket(hijacked: Any) -> tuple[socket.socket, bytes]:
 class DockerEnvironment(Environment):
     """A container from the profile's image, with the worker started in it through an exec."""
 
-    def __init__(self, profile: Profile[DockerExecutionProfile]) -> None:
+    def __init__(
+        self, profile: Profile[DockerExecutionProfile], environ: Mapping[str, str] | None = None
+    ) -> None:
         self.profile = profile
         self.settings = profile.settings
         self.persistent = self.settings.persistent
-        self.name = container_name(profile)
+        self.conversation = conversation_id(profile, os.environ if environ is None else environ)
+        self.name = container_name(profile, self.conversation)
         self.user = default_user(self.settings)
         self.client: docker.DockerClient | None = None
         self.container: Container | None = None
@@ -269,6 +277,7 @@ class DockerEnvironment(Environment):
             "labels": {
                 LABEL_PROFILE: self.profile.name,
                 LABEL_PERSISTENT: "true" if self.persistent else "false",
+                LABEL_CONVERSATION: self.conversation,
             },
             "pids_limit": PIDS_LIMIT,
             "stop_signal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning

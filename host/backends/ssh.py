@@ -45,15 +45,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import os
 import posixpath
-import re
 import shlex
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -69,34 +66,18 @@ from ..errors import BackendUnavailable, ProfileError, SshUnavailable
 from ..prestart import INSTALLED_WORKER
 from ..profiles import Profile
 from .base import Environment
+from .conversations import conversation_id
 
 log = logging.getLogger("wuu.host.ssh")
 
-CONVERSATION_VARIABLE = "WUU_CONVERSATION"
 SOCKET_NAME = "worker.sock"  # in RUNDIR; ssh_launcher.sh uses the same name
 CONNECT_TIMEOUT_S = 30.0
 KEEPALIVE_INTERVAL_S = 15.0
 # sockaddr_un.sun_path holds 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH = 107
-_CONVERSATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LAUNCHER = resources.files(__package__).joinpath("ssh_launcher.sh").read_text(encoding="utf-8")
 """The launcher's POSIX sh text, run by the server's shell as `sh -c LAUNCHER wuu-ssh-launch SUBDIR RUNDIR
 LIFETIME PERSISTENT WORKER...` (its header says more)."""
-
-
-def conversation_id(profile: Profile[SshExecutionProfile], environ: Mapping[str, str]) -> str:
-    """`WUU_CONVERSATION`; else a stable id for a persistent profile, a fresh one otherwise."""
-    given = environ.get(CONVERSATION_VARIABLE)
-    if given is not None:
-        if not _CONVERSATION.fullmatch(given):
-            raise ProfileError(
-                f"{CONVERSATION_VARIABLE}={given!r}: a conversation id is 1 to 64 letters, digits, "
-                "'.', '_' or '-', starting with a letter or digit"
-            )
-        return given
-    if profile.settings.persistent:
-        return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
-    return uuid.uuid4().hex[:16]
 
 
 def split_destination(host: str) -> tuple[str | None, str]:

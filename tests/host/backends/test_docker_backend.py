@@ -98,9 +98,11 @@ class Profiles:
         """The adapter command that serves profile `name`."""
         return [sys.executable, "-m", "wuu.host", "adapter", "--config", str(self.path), "--profile", name]
 
-    async def connect(self, name: str) -> WorkerClient:
-        """A client of a fresh adapter serving profile `name`."""
-        return await WorkerClient.spawn(self.command(name))
+    async def connect(self, name: str, conversation: str | None = None) -> WorkerClient:
+        """A client of a fresh adapter serving profile `name`, for `conversation` when given (the host's
+        `WUU_CONVERSATION`)."""
+        env = None if conversation is None else {**os.environ, "WUU_CONVERSATION": conversation}
+        return await WorkerClient.spawn(self.command(name), env=env)
 
     def containers(self, name: str) -> list[Any]:
         """The containers of profile `name`, running or not (one that is being removed meanwhile is not)."""
@@ -292,6 +294,32 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
     finally:
         assert (await second.close(DEADLINE)).clean
     assert [c.id for c in profiles.containers(name)] == [container.id], "the same container, still kept"
+
+
+async def test_conversations_of_a_persistent_profile_are_kept_apart(profiles: Profiles) -> None:
+    name = profiles.add("conversations", persistent=True)
+    started = {}
+    for conversation in ("conv-a", "conv-b"):
+        client = await profiles.connect(name, conversation)
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        start = {
+            "argv": ["sleep", "300"],
+            "permission_mode": "unconfined",
+            "operation_id": f"op-{conversation}",
+        }
+        started[conversation] = (await request_ok(client, "process/start", start, timeout_s=DEADLINE))["id"]
+        assert (await client.close(DEADLINE)).clean
+    kept = {c.labels["wuu.conversation"]: c.id for c in profiles.containers(name)}
+    assert sorted(kept) == ["conv-a", "conv-b"], "a container of its own for each conversation"
+    for conversation in ("conv-b", "conv-a"):
+        client = await profiles.connect(name, conversation)
+        try:
+            await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+            listed = (await request_ok(client, "process/list", {}, timeout_s=DEADLINE))["processes"]
+            assert [p["id"] for p in listed] == [started[conversation]], "only the conversation's own process"
+        finally:
+            assert (await client.close(DEADLINE)).clean
+    assert {c.labels["wuu.conversation"]: c.id for c in profiles.containers(name)} == kept
 
 
 @pytest.mark.parametrize(

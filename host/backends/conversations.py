@@ -1,0 +1,36 @@
+"""Which conversation an adapter serves: the identity a retained environment is kept under.
+
+The host names the conversation in the adapter's environment (`WUU_CONVERSATION`). Without it, a
+persistent profile serves one conversation, with an id derived from the profile's name (a later
+connection finds the same environment), and any other profile a fresh random one per connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ProfileError
+from ..profiles import Profile
+
+CONVERSATION_VARIABLE = "WUU_CONVERSATION"
+_CONVERSATION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def conversation_id(profile: Profile[Any], environ: Mapping[str, str]) -> str:
+    """`WUU_CONVERSATION`; else a stable id for a persistent profile, a fresh one otherwise. ProfileError
+    for a conversation id that is not 1 to 64 letters, digits, '.', '_' or '-'."""
+    given = environ.get(CONVERSATION_VARIABLE)
+    if given is not None:
+        if not _CONVERSATION.fullmatch(given):
+            raise ProfileError(
+                f"{CONVERSATION_VARIABLE}={given!r}: a conversation id is 1 to 64 letters, digits, "
+                "'.', '_' or '-', starting with a letter or digit"
+            )
+        return given
+    if profile.settings.persistent:
+        return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
+    return uuid.uuid4().hex[:16]
