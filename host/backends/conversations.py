@@ -32,5 +32,10 @@ def conversation_id(profile: Profile[Any], environ: Mapping[str, str]) -> str:
             )
         return given
     if profile.settings.persistent:
-        return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
+        return profile_conversation(profile)
     return uuid.uuid4().hex[:16]
+
+
+def profile_conversation(profile: Profile[Any]) -> str:
+    """The one conversation of a persistent profile whose host names none."""
+    return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]

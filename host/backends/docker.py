@@ -59,7 +59,7 @@ from wuu.worker.framing import reader_limit
 from ..errors import DockerUnavailable
 from ..profiles import Profile
 from .base import Environment
-from .conversations import conversation_id
+from .conversations import conversation_id, profile_conversation
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
@@ -85,8 +85,12 @@ def container_name(profile: Profile[DockerExecutionProfile], conversation: str) 
     settings = profile.settings
     label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
     if settings.persistent:
-        identity = "\0".join((profile.name, settings.workspace, settings.host_workspace or "", conversation))
-        suffix = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        parts = [profile.name, settings.workspace, settings.host_workspace or ""]
+        # The profile's own conversation keeps the name its container had before conversations were told
+        # apart, so that the container a persistent profile already has is still found.
+        if conversation != profile_conversation(profile):
+            parts.append(conversation)
+        suffix = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     else:
         suffix = secrets.token_hex(8)
     return f"wuu-{label}-{suffix}"

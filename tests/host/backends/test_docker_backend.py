@@ -9,6 +9,7 @@ own name (the containers' `wuu.profile` label), so they run in parallel and clea
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -170,6 +171,28 @@ async def test_the_memory_limit_kills_a_command_that_allocates_more(profiles: Pr
         assert (await client.close(DEADLINE)).clean
 
 
+CPU_QUOTA = """
+import os
+if os.path.exists("/sys/fs/cgroup/cpu.max"):  # cgroup v2: "quota period"
+    quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+else:  # cgroup v1
+    base = next(p for p in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct") if os.path.isdir(p))
+    quota, period = (open(f"{base}/cpu.cfs_{name}_us").read() for name in ("quota", "period"))
+print(int(quota), int(period))
+"""
+
+
+async def test_cpus_caps_the_containers_cpu_time(profiles: Profiles) -> None:
+    client = await profiles.connect(profiles.add("cpus", cpus=0.5))
+    try:
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        found = await run(client, CPU_QUOTA)
+        quota, period = (int(word) for word in found["output"].split())
+        assert quota * 2 == period, f"half a CPU's time in every period: {found}"
+    finally:
+        assert (await client.close(DEADLINE)).clean
+
+
 NO_ROUTE = """
 import errno, socket
 interfaces = [line.split(":")[0].strip() for line in open("/proc/net/dev").read().splitlines()[2:]]
@@ -294,6 +317,50 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
     finally:
         assert (await second.close(DEADLINE)).clean
     assert [c.id for c in profiles.containers(name)] == [container.id], "the same container, still kept"
+
+
+WORKERS = """
+import os
+found = []
+for pid in os.listdir("/proc"):
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"wuu.worker" in argv:
+        found.append(pid)
+print(len(found))
+"""
+
+
+async def test_a_persistent_worker_exits_after_its_lifetime_without_a_connection(profiles: Profiles) -> None:
+    name = profiles.add("idle", persistent=True, lifetime_seconds=1)
+    client = await profiles.connect(name)
+    await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+    assert (await client.close(DEADLINE)).clean
+    [container] = profiles.containers(name)
+
+    def workers() -> int:
+        result = container.exec_run(["python3", "-c", WORKERS])
+        assert result.exit_code == 0, result.output
+        return int(result.output.decode())
+
+    await until(lambda: workers() == 0, "the idle worker's exit", DEADLINE)
+    container.reload()
+    assert container.status == "running", "the container itself is kept"
+
+
+def test_the_profiles_own_conversation_keeps_the_container_name_it_had() -> None:
+    from wuu.host.backends.conversations import profile_conversation
+    from wuu.host.backends.docker import container_name
+    from wuu.host.profiles import parse
+
+    settings = {"backend": "docker", "image": IMAGE, "workspace": WORKSPACE, "persistent": True}
+    document = {"execution_environments": {"profiles": {"kept": settings}}}
+    profile = parse(document).select("kept")
+    before = hashlib.sha256("\0".join(("kept", WORKSPACE, "")).encode()).hexdigest()[:16]
+    assert container_name(profile, profile_conversation(profile)) == f"wuu-kept-{before}"
+    assert container_name(profile, "conv-1") != f"wuu-kept-{before}"
 
 
 async def test_conversations_of_a_persistent_profile_are_kept_apart(profiles: Profiles) -> None:
