@@ -4546,9 +4546,9 @@ class UserInput(PlainModel):
                 raise Invalid(_at(at, "attachments"), "is null")
             self.attachments = _check_UserInput_attachments(found, _at(at, "attachments"))
         try:
-            _check_UserInput_if(value, at)
+            _check_UserInput__if(value, at)
         except Invalid:
-            _check_UserInput_else(value, at)
+            _check_UserInput__else(value, at)
         return self
 
 
@@ -6948,6 +6948,36 @@ def _check_UserInputAttachment_size(value: Any, at: str) -> Any:
     return value
 
 
+def _check_UserInput__else(value: Any, at: str) -> Any:
+    if type(value) is dict:
+        if "text" in value:
+            _check_UserInput__else__0(value["text"], _at(at, "text"))
+    return value
+
+
+def _check_UserInput__else__0(value: Any, at: str) -> Any:
+    if isinstance(value, str):
+        if len(value) < 1:
+            raise Invalid(at, "is shorter than 1 characters")
+    return value
+
+
+def _check_UserInput__if(value: Any, at: str) -> Any:
+    if type(value) is dict:
+        if "attachments" not in value:
+            raise Invalid(_at(at, "attachments"), "is required")
+        if "attachments" in value:
+            _check_UserInput__if__0(value["attachments"], _at(at, "attachments"))
+    return value
+
+
+def _check_UserInput__if__0(value: Any, at: str) -> Any:
+    if type(value) is list:
+        if len(value) < 1:
+            raise Invalid(at, "has fewer than 1 items")
+    return value
+
+
 def _check_UserInput_attachments(value: Any, at: str) -> Any:
     if type(value) is not list:
         raise Invalid(at, "is not an array")
@@ -6969,36 +6999,6 @@ def _check_UserInput_client_input_id(value: Any, at: str) -> Any:
         raise Invalid(at, "is longer than 128 characters")
     if not _PATTERN_23.search(value):
         raise Invalid(at, "does not match '^[A-Za-z0-9._:-]+$'")
-    return value
-
-
-def _check_UserInput_else(value: Any, at: str) -> Any:
-    if type(value) is dict:
-        if "text" in value:
-            _check_UserInput_else_0(value["text"], _at(at, "text"))
-    return value
-
-
-def _check_UserInput_else_0(value: Any, at: str) -> Any:
-    if isinstance(value, str):
-        if len(value) < 1:
-            raise Invalid(at, "is shorter than 1 characters")
-    return value
-
-
-def _check_UserInput_if(value: Any, at: str) -> Any:
-    if type(value) is dict:
-        if "attachments" not in value:
-            raise Invalid(_at(at, "attachments"), "is required")
-        if "attachments" in value:
-            _check_UserInput_if_0(value["attachments"], _at(at, "attachments"))
-    return value
-
-
-def _check_UserInput_if_0(value: Any, at: str) -> Any:
-    if type(value) is list:
-        if len(value) < 1:
-            raise Invalid(at, "has fewer than 1 items")
     return value
 
 

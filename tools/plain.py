@@ -302,9 +302,10 @@ class Writer:
                 lines.append(f"value = {{key: {each}(item, _at(at, key)) for key, item in value.items()}}")
         elif kind is not None:
             raise SystemExit(f"plain: {name} has type {kind!r}")
-        else:
+        if kind is None:
             lines += self.typeless(name, schema)
-        lines += bounds(schema, ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+        else:
+            lines += bounds(schema, NUMERIC_BOUNDS)
         if "not" in schema:
             negated = self.checker(f"{name}_not", schema["not"])
             lines.append(
@@ -339,7 +340,14 @@ class Writer:
 
     def typeless(self, name: str, schema: dict[str, Any]) -> list[str]:
         """The checks of a schema without `type`: each keyword applies only to values of its own JSON type
-        (`required` and `properties` to objects, the item bounds to arrays, the length bounds to strings)."""
+        (`required` and `properties` to objects, the item bounds to arrays, the length bounds to strings, the
+        numeric bounds to numbers). Any other keyword that says which values of one type it accepts stops
+        the generator."""
+        unknown = set(schema) - TYPELESS
+        if unknown:
+            raise SystemExit(
+                f"plain: {name} has no type and uses {sorted(unknown)}, which are not generated so"
+            )
         lines = []
         if "required" in schema or "properties" in schema:
             checks = [
@@ -347,11 +355,12 @@ class Writer:
                 for key in schema.get("required", ())
             ]
             for index, (key, sub) in enumerate(schema.get("properties", {}).items()):
-                check = self.checker(f"{name}_{index}", sub)
+                check = self.checker(f"{name}__{index}", sub)
                 checks.append(f"if {key!r} in value:\n    {check}(value[{key!r}], _at(at, {key!r}))")
             lines.append("if type(value) is dict:\n" + indent("\n".join(checks)))
         for test, keywords in (("type(value) is list", ("minItems", "maxItems")),
-                               ("isinstance(value, str)", ("minLength", "maxLength"))):  # fmt: skip
+                               ("isinstance(value, str)", ("minLength", "maxLength")),
+                               ("type(value) is int or type(value) is float", NUMERIC_BOUNDS)):  # fmt: skip
             checks = bounds(schema, keywords)
             if checks:
                 lines.append(f"if {test}:\n" + indent("\n".join(checks)))
@@ -362,9 +371,10 @@ class Writer:
         does not."""
         if "if" not in schema:
             return []
-        test = self.checker(f"{name}_if", schema["if"])
+        # `__`: no field's checker (`_check_<def>_<attribute>`) can take these names.
+        test = self.checker(f"{name}__if", schema["if"])
         then, otherwise = (
-            f"{self.checker(f'{name}_{key}', schema[key])}(value, at)" if key in schema else "pass"
+            f"{self.checker(f'{name}__{key}', schema[key])}(value, at)" if key in schema else "pass"
             for key in ("then", "else")
         )
         passed = "" if then == "pass" else f"\nelse:\n    {then}"
@@ -541,6 +551,26 @@ class Writer:
             + tables
         )
 
+
+NUMERIC_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+TYPELESS = ANNOTATIONS | {
+    "properties",
+    "required",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    *NUMERIC_BOUNDS,
+    "not",
+    "if",
+    "then",
+    "else",
+    "const",
+    "enum",
+    "default",
+}
+"""The keywords a schema without `type` may use here: those `typeless` guards by type, and those that
+apply to any value."""
 
 BOUNDS = {
     "minLength": ("len(value) < {n}", "is shorter than {n} characters"),

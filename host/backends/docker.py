@@ -79,7 +79,7 @@ _STDOUT, _STDERR = 1, 2
 T = TypeVar("T")
 
 
-def container_name(profile: Profile[DockerExecutionProfile], conversation: str) -> str:
+def container_name(profile: Profile[DockerExecutionProfile], conversation: str | None) -> str:
     """`wuu-<profile>-<id>`: when retained, stable per profile, workspace and conversation (a reconnect of the
     conversation finds it, and no other conversation does); else random."""
     settings = profile.settings
@@ -88,7 +88,7 @@ def container_name(profile: Profile[DockerExecutionProfile], conversation: str) 
         parts = [profile.name, settings.workspace, settings.host_workspace or ""]
         # The profile's own conversation keeps the name its container had before conversations were told
         # apart, so that the container a persistent profile already has is still found.
-        if conversation != profile_conversation(profile):
+        if conversation is not None and conversation != profile_conversation(profile):
             parts.append(conversation)
         suffix = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     else:
@@ -229,7 +229,10 @@ class DockerEnvironment(Environment):
         self.profile = profile
         self.settings = profile.settings
         self.persistent = self.settings.persistent
-        self.conversation = conversation_id(profile, os.environ if environ is None else environ)
+        # Only a retained container is kept under its conversation: another one is random and goes with its adapter.
+        self.conversation = (
+            conversation_id(profile, os.environ if environ is None else environ) if self.persistent else None
+        )
         self.name = container_name(profile, self.conversation)
         self.user = default_user(self.settings)
         self.client: docker.DockerClient | None = None
@@ -281,12 +284,13 @@ class DockerEnvironment(Environment):
             "labels": {
                 LABEL_PROFILE: self.profile.name,
                 LABEL_PERSISTENT: "true" if self.persistent else "false",
-                LABEL_CONVERSATION: self.conversation,
             },
             "pids_limit": PIDS_LIMIT,
             "stop_signal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning
         }
         if self.persistent:
+            assert self.conversation is not None
+            kwargs["labels"][LABEL_CONVERSATION] = self.conversation
             kwargs.update(command=list(KEEP_RUNNING), detach=True)
         else:  # the watchdog: the watcher's stdin is attached once (StdinOnce), and the container removes itself
             kwargs.update(command=list(WATCHER), detach=False, stdin_open=True, auto_remove=True)

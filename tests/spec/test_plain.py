@@ -23,7 +23,7 @@ from hypothesis_jsonschema import from_schema
 from pydantic import ValidationError
 
 from tests.spec.specdata import defs, examples, jsonschema_error_paths, roundtrip
-from tools.plain import closure
+from tools.plain import Writer, closure
 from wuu.generated import plain, validators
 
 MODELS = sorted(
@@ -110,6 +110,22 @@ def judge(name: str, instance: Any) -> bool:
     assert decoded.to_wire() == instance == encoded
     assert model.model_validate_json(text) == decoded
     return True
+
+
+def test_a_keyword_without_a_type_checks_only_values_of_its_own_type() -> None:
+    writer = Writer({}, [], "")
+    name = writer.checker("_check_Typeless", {"minimum": 1, "minLength": 2})
+    namespace = dict(vars(plain))
+    exec("\n\n\n".join(writer.functions.values()), namespace)
+    check = namespace[name]
+    assert check("xy", "") == "xy" and check(5, "") == 5 and check(True, "") is True and check([], "") == []
+    with pytest.raises(plain.Invalid, match="is less than the minimum 1"):
+        check(0, "")
+    with pytest.raises(plain.Invalid, match="is shorter than 2 characters"):
+        check("x", "")
+    # A keyword the typeless checks do not guard stops the generator rather than check nothing.
+    with pytest.raises(SystemExit, match=r"no type and uses \['pattern'\]"):
+        Writer({}, [], "").checker("_check_Pattern", {"pattern": "^a$"})
 
 
 def test_the_plain_twins_cover_the_worker_protocol() -> None:
