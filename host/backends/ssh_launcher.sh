@@ -8,7 +8,8 @@
 # directories after the worker exits, and WORKER... the server's worker command (`serve` and `attach`
 # are appended to it). It needs POSIX sh, flock and setsid (util-linux).
 #
-# It starts the detached worker when none runs, then becomes the relay to it (`WORKER... attach`).
+# It starts the detached worker when none runs, then becomes the relay to it (`WORKER... attach`), which
+# starts while the worker does.
 # A running worker holds a lock on RUNDIR for its whole life (fd 8, inherited by `serve`); launchers take
 # turns on RUNDIR/launch.lock; a worker that is ending (its lock held, its socket gone) is waited for, so
 # that its removal of the directories never races a new worker.
@@ -48,19 +49,25 @@ while :; do
     exit 1
   fi
   if flock -n "$R" true; then
-    # No worker holds RUNDIR: start one, and wait for its socket (or for it to give up).
+    # No worker holds RUNDIR: start one. The relay starts at once, beside it (two Python start-ups that
+    # overlap), and waits for its socket. A watcher holds the start lock (its copy of fd 9) until the socket
+    # is there; a worker that gives up first, it reports, and it ends the relay.
     rm -f -- "$SOCK"
     setsid sh -c "$DAEMON" wuu-worker-daemon "$S" "$R" "$N" "$P" "$@" </dev/null >>"$LOG" 2>&1 9>&- &
-    i=0
-    until [ -S "$SOCK" ]; do
-      i=$((i + 1))
-      if [ "$i" -gt 500 ] || { [ "$i" -gt 50 ] && flock -n "$R" true; }; then
-        echo "wuu ssh: the worker did not start; the end of its log $LOG:" >&2
-        tail -n 20 "$LOG" >&2
-        exit 1
-      fi
-      sleep 0.02
-    done
+    relay=$$
+    (
+      i=0
+      until [ -S "$SOCK" ]; do
+        i=$((i + 1))
+        if [ "$i" -gt 500 ] || { [ "$i" -gt 50 ] && flock -n "$R" true; }; then
+          echo "wuu ssh: the worker did not start; the end of its log $LOG:" >&2
+          tail -n 20 "$LOG" >&2
+          kill "$relay"
+          exit 1
+        fi
+        sleep 0.02
+      done
+    ) </dev/null >/dev/null &
     break
   fi
   # A worker holds RUNDIR: a running one has its socket; an ending one is waited for.
@@ -69,4 +76,5 @@ while :; do
   sleep 0.05
 done
 exec 9>&-
-exec "$@" attach --socket "$SOCK" --lifetime-seconds "$N"
+# `--no-start`: only this launcher starts a worker, under its locks.
+exec "$@" attach --socket "$SOCK" --lifetime-seconds "$N" --no-start

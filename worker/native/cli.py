@@ -31,7 +31,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.action == "attach":
         from . import daemon
 
-        sys.exit(asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds)))
+        sys.exit(
+            asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds, start=not args.no_start))
+        )
     _run_on_stdio()
 
 
@@ -49,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
         )
+        if name == "attach":
+            sub.add_argument(
+                "--no-start",
+                action="store_true",
+                help="wait for the worker that another process is starting at the socket; never start one",
+            )
     return parser
 
 

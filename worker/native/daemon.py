@@ -7,9 +7,9 @@ their retained output stay, so a later connection resumes reads where the host s
 exits, cleaning up fully, once it has had no connection for its lifetime.
 
 `attach` is what a backend runs in the environment: it relays its stdio to the socket, starting the
-persistent worker first when none answers there. It is on every connection's path, so it is a plain
-byte relay that imports nothing of the worker or the protocol (the worker behind the socket judges every
-frame itself): the worker's own modules load in `serve_socket`.
+persistent worker first when none answers there (unless another process starts it: `--no-start`). It is
+on every connection's path, so it is a plain byte relay that imports nothing of the worker or the protocol
+(the worker behind the socket judges every frame itself): the worker's own modules load in `serve_socket`.
 """
 
 from __future__ import annotations
@@ -135,13 +135,16 @@ def _start_daemon(path: Path, lifetime_s: float) -> None:
     log.close()
 
 
-async def _connect(path: Path, lifetime_s: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    try:
-        return await asyncio.open_unix_connection(str(path))
-    except (FileNotFoundError, ConnectionRefusedError):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()  # a socket left by a worker that is gone
-    _start_daemon(path, lifetime_s)
+async def _connect(
+    path: Path, lifetime_s: float, start: bool
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if start:
+        try:
+            return await asyncio.open_unix_connection(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # a socket left by a worker that is gone
+        _start_daemon(path, lifetime_s)
     deadline = asyncio.get_running_loop().time() + START_DEADLINE_S
     while True:
         try:
@@ -171,10 +174,14 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, h
             writer.write_eof()
 
 
-async def attach(path: Path, lifetime_s: float) -> int:
-    """Relay this process's stdio to the persistent worker at `path`; 0 when the connection ended cleanly."""
+async def attach(path: Path, lifetime_s: float, *, start: bool = True) -> int:
+    """Relay this process's stdio to the persistent worker at `path`; 0 when the connection ended cleanly.
+
+    With `start`, a worker is started when none answers there. Without it, another process starts the
+    worker (the ssh backend's launcher, under its locks), and the relay only waits for the worker's socket:
+    its own start-up then overlaps the worker's."""
     try:
-        socket_reader, socket_writer = await _connect(path, lifetime_s)
+        socket_reader, socket_writer = await _connect(path, lifetime_s, start)
     except OSError as error:
         print(f"wuu-worker attach: no worker at {path}: {error}", file=sys.stderr)
         return 1

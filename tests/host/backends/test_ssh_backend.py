@@ -520,6 +520,26 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
 # --- failure -------------------------------------------------------------------------------------
 
 
+# A worker command whose `serve` fails at once and whose `attach` is the real relay, which waits for it.
+SERVE_FAILS = (
+    'for a; do [ "$a" = serve ] && echo "cannot serve: broken on purpose" >&2 && exit 3; done; exec "$0" "$@"'
+)
+
+
+async def test_a_worker_that_cannot_start_is_reported_with_its_log(profiles: Profiles) -> None:
+    python, *module = profiles.service.profile["worker"]
+    name = profiles.add("unstartable", worker=["sh", "-c", SERVE_FAILS, python, *module])
+    client = await profiles.connect(name)
+    started = time.monotonic()
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(client.request("initialize", binding(profiles.workspace)), DEADLINE)
+    # The launcher's watcher sees the worker give up within about a second, then ends the waiting relay.
+    assert time.monotonic() - started < 5
+    outcome = await client.close(DEADLINE)
+    assert b"the worker did not start; the end of its log" in outcome.stderr, outcome.stderr
+    assert b"cannot serve: broken on purpose" in outcome.stderr, outcome.stderr
+
+
 @pytest.mark.parametrize("target", ["serve", "attach"], ids=["detached-worker", "relay"])
 async def test_killing_the_worker_mid_request_is_a_clear_error_within_the_budget(
     profiles: Profiles, target: str
