@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import signal
 import sqlite3
 import sys
@@ -24,12 +25,12 @@ from typing import Any
 
 import orjson
 
+from wuu.host.userhost.personal.plugin import PLUGIN_ID
 from wuu.host.userhost.personal.provider import Submission
 from wuu.host.userhost.personal.sqlite import admission, sessions
 from wuu.host.userhost.personal.sqlite.database import Database
 from wuu.host.userhost.services import Caller
 
-PLUGIN_ID = "wuu.personal"
 CALLER = Caller("unix", None)
 BODY = "x" * 200
 
@@ -72,7 +73,7 @@ async def main(mode: str, store: Path, socket: Path) -> None:
 
     database = await Database.open(store, setup)
     main_session = await database.read(sessions.main_session_id)
-    numbers = iter(range(sys.maxsize))
+    numbers = itertools.count()
 
     async def answer(writer: asyncio.StreamWriter, request: dict[str, Any]) -> None:
         if request.get("method") == "initialize":

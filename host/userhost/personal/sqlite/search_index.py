@@ -4,8 +4,9 @@ messages past the mark directly.
 
 Adding rows to an FTS5 index writes a new index segment in the transaction that adds them: several pages of
 the file, which each commit writes and syncs. An admission that indexed its own message paid for those
-pages every time; the messages are indexed instead in batches of `LAG`, in the transaction of the message
-that completes a batch, so a commit writes a segment once per `LAG` messages. The mark and the index move
+pages every time; the messages are indexed instead in batches, in the transaction of the message whose row
+id is a multiple of `LAG`, so a commit writes a segment once per `LAG` messages and the index never trails by
+`LAG` messages or more. The mark and the index move
 in the same transaction as the messages, so a crash leaves them as consistent as a commit does.
 """
 
@@ -16,7 +17,7 @@ import sqlite3
 from .projection import VISIBLE
 
 LAG = 64
-"""How many messages (of any session) the index may trail the history by before they are indexed."""
+"""The batch: messages (of any session) are indexed when a row id reaches a multiple of it."""
 
 
 def indexed_through(connection: sqlite3.Connection) -> int:
@@ -26,10 +27,10 @@ def indexed_through(connection: sqlite3.Connection) -> int:
 
 
 def appended(connection: sqlite3.Connection, row_id: int) -> None:
-    """Message `row_id` was saved: once `LAG` messages wait past the mark, index them and move it."""
+    """Message `row_id` was saved: at a multiple of `LAG`, index the messages past the mark and move it."""
+    if row_id % LAG:
+        return  # most writes: not even the mark is read
     mark = indexed_through(connection)
-    if row_id - mark < LAG:
-        return
     # The main conversation's visible text: the public conversation projection, all that search reads.
     # `+`: the rows by id range (the session's index would walk all of its rows).
     rows = connection.execute(

@@ -28,7 +28,7 @@ def submission(main: str, n: int) -> Submission:
     )
 
 
-class AdmitsDuringAssembly:
+class AdmitsAfterTheWindow:
     """The store, admitting input 2 the first time a step has read its window, before the agent steps."""
 
     def __init__(self, store: SqliteSessionDomain) -> None:
@@ -70,7 +70,7 @@ async def test_an_input_admitted_while_a_step_is_assembled_waits_for_the_next_st
     try:
         await store.admit(submission(store.main_session_id, 1), datetime.now(UTC))
         loop = MainAgentLoop(
-            Recorder(), AdmitsDuringAssembly(store), lambda: datetime.now(UTC), admit, lambda *a: None,
+            Recorder(), AdmitsAfterTheWindow(store), lambda: datetime.now(UTC), admit, lambda *a: None,
             unused, unused, unused,
         )  # fmt: skip
         loop.wake()
