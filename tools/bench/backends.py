@@ -17,7 +17,11 @@ The sides:
   engine's version), create, start, exec `true` and wait for it, remove; in this process, so the SDK's
   import is not in it;
 - ssh: the server of `tools/services/sshd.sh` (WUU_SSH_TEST_DIR); its floor is an asyncssh connection
-  with the profile's options (connect, key exchange, authentication), one `true` on a channel, and close.
+  with the profile's options (connect, key exchange, authentication), one `true` on a channel, and close,
+  in this process, so asyncssh's import is not in it. Two more floors say what an adapter, a fresh process
+  per connection, cannot avoid: the same connection from a fresh interpreter that imports asyncssh first,
+  and the OpenSSH client (`ssh HOST true` with the profile's key and known-hosts file), the other
+  transport an adapter could use. What the ssh adapter adds to the worker alone is set beside the first.
 
 The bound of docker and ssh is 1.5 x floor + the worker alone: what the backend adds to the worker is at
 most one and a half times what its transport costs. A backend that cannot run here has no samples; its
@@ -30,6 +34,7 @@ import asyncio
 import functools
 import json
 import os
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -136,6 +141,50 @@ async def ssh_floor(profile: dict[str, Any]) -> float:
     return time.perf_counter() - began
 
 
+FRESH_SSH_FLOOR = """
+import asyncio, json, sys
+import asyncssh
+
+async def main(profile):
+    user, _, host = profile["host"].rpartition("@")
+    connection = await asyncssh.connect(
+        host, port=profile.get("port", 22), username=user or None, client_keys=[profile["identity_file"]],
+        agent_path=None, known_hosts=profile["known_hosts_file"],
+    )
+    async with connection:
+        await connection.run("true", check=True)
+
+asyncio.run(main(json.loads(sys.argv[1])))
+"""
+"""`ssh_floor` as a program of its own: `python -c FRESH_SSH_FLOOR PROFILE_JSON`."""
+
+
+def openssh_argv(profile: dict[str, Any], command: str) -> list[str]:
+    """The OpenSSH client running `command` with the profile's port, key (only it) and known-hosts file."""
+    port = ["-p", str(profile["port"])] if profile.get("port") else []
+    return [
+        "ssh", "-T", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
+        "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={profile['known_hosts_file']}",
+        "-i", profile["identity_file"], *port, profile["host"], command,
+    ]  # fmt: skip
+
+
+async def process_floor(argv: list[str]) -> float:
+    """Seconds from spawning `argv` to its exit, which must be 0."""
+    began = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, stderr = await asyncio.wait_for(process.communicate(), DEADLINE_S)
+    elapsed = time.perf_counter() - began
+    if process.returncode != 0:
+        raise RuntimeError(f"{argv}: exit status {process.returncode}: {stderr.decode()[-2000:]}")
+    return elapsed
+
+
 async def connection(argv: list[str], root: str) -> float:
     """Seconds from spawning `argv` to its exit after one initialize and EOF (a failure fails the run)."""
     began = time.perf_counter()
@@ -198,6 +247,8 @@ class BackendSides:
             # conversation's directories (a fresh one per connection: runs can share the workspace).
             profiles["bench-ssh"] = {**found, "workspace": workspace, "lifetime_seconds": 1}
             self.roots["ssh"] = workspace
+            if not shutil.which("ssh"):
+                self.absent["ssh_client_floor"] = "the OpenSSH client (ssh) is not installed"
         self.config.write_text(json.dumps({"execution_environments": {"profiles": profiles}}))
 
     def sides(self) -> dict[str, Callable[[], Awaitable[float]]]:
@@ -214,6 +265,10 @@ class BackendSides:
         if self.ssh is not None:
             ssh = self.ssh
             calls["ssh_floor"] = lambda: ssh_floor(ssh)
+            fresh = [sys.executable, "-c", FRESH_SSH_FLOOR, json.dumps(ssh)]
+            calls["ssh_fresh_floor"] = functools.partial(process_floor, fresh)
+            if "ssh_client_floor" not in self.absent:
+                calls["ssh_client_floor"] = functools.partial(process_floor, openssh_argv(ssh, "true"))
         return calls
 
 
@@ -239,3 +294,5 @@ async def backend_round(config: Config, samples: Samples, workdir: Path, index: 
     for backend in ("docker", "ssh"):
         if f"{backend}_floor" in medians:
             samples.add(f"conn_bound/{backend}", TRANSPORT_FACTOR * medians[f"{backend}_floor"] + worker)
+    if "ssh" in medians:
+        samples.add("conn/ssh_added", medians["ssh"] - worker)

@@ -444,6 +444,33 @@ FIGURES = (
             ),
         )
     ),
+    FigureSpec(
+        "connection_ssh_fresh_floor",
+        "  ssh floor, fresh process: import asyncssh, connect, true (diag.)",
+        "ms",
+        "conn/ssh_fresh_floor",
+        "conn/worker",
+        "worker alone",
+        None,
+    ),
+    FigureSpec(
+        "connection_ssh_client_floor",
+        "  ssh floor, OpenSSH client: ssh HOST true (diag.)",
+        "ms",
+        "conn/ssh_client_floor",
+        "conn/worker",
+        "worker alone",
+        None,
+    ),
+    FigureSpec(
+        "connection_ssh_added",
+        "  ssh adapter minus the worker alone (diag.)",
+        "ms",
+        "conn/ssh_added",
+        "conn/ssh_fresh_floor",
+        "fresh-process floor",
+        None,
+    ),
     *(
         FigureSpec(
             f"search_{quantile}_{kind}",
