@@ -1463,7 +1463,7 @@ class InitializeParams(WireModel):
     """
     require_existing_workspace: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
     """
-    When true and `root` or a directory of `file_roots` does not exist, `initialize` fails with `workspace_missing`. When false, the worker creates each one that is missing (with its parents).
+    When true and `root` or a directory of `file_roots` does not exist, `initialize` fails with `workspace_missing`. When false, the worker creates each one that is missing (with its parents). A persistent worker's later connection (a reconnect) may set it where the connection that bound the worker did not: the worker then checks that the bound directories still exist, and compares the rest of the binding as a repeated `initialize` does.
     """
     remove_workspace_on_exit: Annotated[bool, Field(json_schema_extra={"x-not-null": True})] = False
     """

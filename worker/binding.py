@@ -20,3 +20,11 @@ def binding_key(params: InitializeParams) -> dict[str, Any]:
 def same_binding(first: InitializeParams, second: InitializeParams) -> bool:
     """Whether a repeated initialize carries an equal binding (else: binding_immutable)."""
     return binding_key(first) == binding_key(second)
+
+
+def same_workspace_binding(bound: InitializeParams, reconnect: InitializeParams) -> bool:
+    """Whether a later connection of a persistent worker binds what `bound` did: as `same_binding`, except
+    that the reconnect may require the workspace to exist where the first connection did not."""
+    key = binding_key(reconnect)
+    key["require_existing_workspace"] = bound.require_existing_workspace
+    return binding_key(bound) == key

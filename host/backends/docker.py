@@ -13,6 +13,10 @@ it, and stdout and stderr come back multiplexed (an 8-byte header per chunk: str
 conversation finds it and no other conversation does, and runs the persistent native worker
 (`python3 -m wuu.worker attach`): a reconnect finds the worker's processes and their retained output. The
 container stays at disconnect; the worker inside exits after `lifetime_seconds` without a connection.
+Missing retained state is an error, never silently replaced: a container this connection had to create
+holds nothing retained, so its worker is told so (`--new-environment`) and refuses a binding with
+`require_existing_workspace` (a reconnect) with `workspace_missing`. The container made for that refused
+reconnect is removed at shutdown, so a later reconnect finds no container and is refused too.
 Without retention the container has a random name, the worker is the plain stdio worker (its exit status
 is its cleanup's), and the container is removed at shutdown.
 
@@ -239,6 +243,7 @@ class DockerEnvironment(Environment):
         self.container: Container | None = None
         self.exec_id: str | None = None
         self._created = False
+        self._reconnect = False  # the last initialize required an existing workspace
         self._watch: socket.socket | None = None  # the watcher's stdin, without retention
         self._transport: asyncio.Transport | None = None
         self._stdin: _StdinTransport | None = None
@@ -251,7 +256,8 @@ class DockerEnvironment(Environment):
         if self.settings.worker:
             return list(self.settings.worker)
         if self.persistent:
-            return [
+            lifetime = str(self.settings.lifetime_seconds)
+            command = [
                 "python3",
                 "-m",
                 "wuu.worker",
@@ -259,9 +265,15 @@ class DockerEnvironment(Environment):
                 "--socket",
                 SOCKET_PATH,
                 "--lifetime-seconds",
-                str(self.settings.lifetime_seconds),
+                lifetime,
             ]
+            return [*command, "--new-environment"] if self._created else command
         return ["python3", "-m", "wuu.worker"]
+
+    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The data as it is; noted: whether it is a reconnect, which a new container refuses."""
+        self._reconnect = data.get("require_existing_workspace") is True
+        return data
 
     # --- provisioning (blocking SDK calls, run in a thread) --------------------------------------
 
@@ -503,7 +515,7 @@ class DockerEnvironment(Environment):
                 raise CleanupFailed(
                     f"the worker exited with status {code}; its cleanup may be incomplete; {kept}"
                 )
-            if self.persistent:
+            if self.persistent and not (self._created and self._reconnect):
                 return
             remaining = deadline - time.monotonic()
             try:

@@ -26,13 +26,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.action == "serve":
         from . import daemon
 
-        sys.exit(daemon.supervise(Path(args.socket), args.lifetime_seconds))
+        sys.exit(daemon.supervise(Path(args.socket), args.lifetime_seconds, args.new_environment))
     _check_stdio()
     if args.action == "attach":
         from . import daemon
 
         sys.exit(
-            asyncio.run(daemon.attach(Path(args.socket), args.lifetime_seconds, start=not args.no_start))
+            asyncio.run(
+                daemon.attach(
+                    Path(args.socket),
+                    args.lifetime_seconds,
+                    start=not args.no_start,
+                    new_environment=args.new_environment,
+                )
+            )
         )
     _run_on_stdio()
 
@@ -50,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--socket", required=True, help="the Unix socket's path")
         sub.add_argument(
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
+        )
+        sub.add_argument(
+            "--new-environment",
+            action="store_true",
+            help="the environment was made for this connection, so nothing was retained in it: a binding "
+            "that requires an existing workspace is refused (workspace_missing)",
         )
         if name == "attach":
             sub.add_argument(

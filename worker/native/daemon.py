@@ -26,13 +26,14 @@ START_POLL_S = 0.02
 _CHUNK = 1 << 20
 
 
-async def serve_socket(path: Path, lifetime_s: float) -> None:
-    """Serve connections on `path` until no connection has been open for `lifetime_s` seconds."""
+async def serve_socket(path: Path, lifetime_s: float, new_environment: bool = False) -> None:
+    """Serve connections on `path` until no connection has been open for `lifetime_s` seconds. In a
+    `new_environment` the worker refuses to bind a workspace that must exist already (NativeWorker)."""
     from ..frame_reader import FrameReader
     from ..run import serve
     from .worker import NativeWorker
 
-    worker = NativeWorker()
+    worker = NativeWorker(new_environment=new_environment)
     active = 0
     activity = asyncio.Event()
 
@@ -75,7 +76,7 @@ async def serve_socket(path: Path, lifetime_s: float) -> None:
         await worker.close()
 
 
-def supervise(path: Path, lifetime_s: float) -> int:
+def supervise(path: Path, lifetime_s: float, new_environment: bool = False) -> int:
     """`serve`: run `serve_socket` in a child process and outlive it, so that the commands of a worker that
     was killed (it cannot stop them itself) are ended too (`wuu.worker.orphans`); the worker's exit status
     (128 + the signal that killed it). Where there is no subreaper, the worker runs in this process."""
@@ -84,14 +85,14 @@ def supervise(path: Path, lifetime_s: float) -> int:
     from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
 
     if not adopt_orphans():
-        asyncio.run(serve_socket(path, lifetime_s))
+        asyncio.run(serve_socket(path, lifetime_s, new_environment))
         return 0
     child = os.fork()
     if child == 0:
         code = 1
         try:
             adopt_orphans()  # the worker is the subreaper of its commands (trees.py); fork does not pass it on
-            asyncio.run(serve_socket(path, lifetime_s))
+            asyncio.run(serve_socket(path, lifetime_s, new_environment))
             code = 0
         except BaseException:
             import traceback
@@ -113,20 +114,14 @@ def supervise(path: Path, lifetime_s: float) -> int:
     return 128 - code if code < 0 else code
 
 
-def _start_daemon(path: Path, lifetime_s: float) -> None:
+def _start_daemon(path: Path, lifetime_s: float, new_environment: bool) -> None:
     """Start `serve` detached from this process (its own session), logging next to its socket."""
     log = os.fdopen(os.open(path.with_suffix(".log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
+    options = ["--socket", str(path), "--lifetime-seconds", str(lifetime_s)]
+    if new_environment:
+        options.append("--new-environment")
     subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wuu.worker",
-            "serve",
-            "--socket",
-            str(path),
-            "--lifetime-seconds",
-            str(lifetime_s),
-        ],
+        [sys.executable, "-m", "wuu.worker", "serve", *options],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -136,7 +131,7 @@ def _start_daemon(path: Path, lifetime_s: float) -> None:
 
 
 async def _connect(
-    path: Path, lifetime_s: float, start: bool
+    path: Path, lifetime_s: float, start: bool, new_environment: bool
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     if start:
         try:
@@ -144,7 +139,7 @@ async def _connect(
         except (FileNotFoundError, ConnectionRefusedError):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # a socket left by a worker that is gone
-        _start_daemon(path, lifetime_s)
+        _start_daemon(path, lifetime_s, new_environment)
     deadline = asyncio.get_running_loop().time() + START_DEADLINE_S
     while True:
         try:
@@ -174,14 +169,14 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, h
             writer.write_eof()
 
 
-async def attach(path: Path, lifetime_s: float, *, start: bool = True) -> int:
+async def attach(path: Path, lifetime_s: float, *, start: bool = True, new_environment: bool = False) -> int:
     """Relay this process's stdio to the persistent worker at `path`; 0 when the connection ended cleanly.
 
-    With `start`, a worker is started when none answers there. Without it, another process starts the
-    worker (the ssh backend's launcher, under its locks), and the relay only waits for the worker's socket:
-    its own start-up then overlaps the worker's."""
+    With `start`, a worker is started when none answers there (`new_environment` is passed on to it).
+    Without it, another process starts the worker (the ssh backend's launcher, under its locks), and the
+    relay only waits for the worker's socket: its own start-up then overlaps the worker's."""
     try:
-        socket_reader, socket_writer = await _connect(path, lifetime_s, start)
+        socket_reader, socket_writer = await _connect(path, lifetime_s, start, new_environment)
     except OSError as error:
         print(f"wuu-worker attach: no worker at {path}: {error}", file=sys.stderr)
         return 1

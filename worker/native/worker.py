@@ -60,7 +60,7 @@ from wuu.generated.plain import (
 )
 
 from ..backend import ExecutionBackendV4, RequestContext
-from ..binding import same_binding
+from ..binding import same_workspace_binding
 from ..errors import WorkerError
 from . import files
 from .environment import command_environment
@@ -86,8 +86,12 @@ EXEC_OUTPUT_BYTES = WORKER_MIN_RETAINED_OUTPUT_BYTES
 class NativeWorker:
     """The state of one connection of the native worker."""
 
-    def __init__(self, environ: dict[str, str] | None = None) -> None:
+    def __init__(self, environ: dict[str, str] | None = None, *, new_environment: bool = False) -> None:
+        """A worker with `environ` as its own environment (default: this process's). `new_environment`:
+        the environment was made for this connection, so a binding that requires an existing workspace
+        expects retained state that is not there, and is refused."""
         environ = dict(os.environ if environ is None else environ)
+        self._new_environment = new_environment
         self._environ = environ
         self._home = default_home(environ)
         self._sensitive = SensitivePaths.load(home=self._home, wuu_home=default_wuu_home(environ))
@@ -134,8 +138,12 @@ class NativeWorker:
     async def initialize(self, params: InitializeParams, context: RequestContext) -> None:
         if self._binding is not None:
             # A later connection to a persistent worker: the same binding finds the same state.
-            if not same_binding(params, self._binding):
+            if not same_workspace_binding(self._binding, params):
                 raise WorkerError(ErrorCode.BINDING_IMMUTABLE, "this worker is bound to another workspace")
+            if params.require_existing_workspace:
+                _directory(self._root, "root", must_exist=True)
+                for index, each in enumerate(self._file_roots):
+                    _directory(Path(each.path), f"file_roots.{index}.path", must_exist=True)
             self._emit = context.emit_process
             return
         file_roots = tuple(params.file_roots or ())
@@ -143,6 +151,12 @@ class NativeWorker:
         if len(wuu_homes) > 1:
             raise WorkerError(
                 ErrorCode.INVALID_REQUEST, f"file_roots.{wuu_homes[1]}.kind: a second wuu_home (at most one)"
+            )
+        if self._new_environment and params.require_existing_workspace:
+            raise WorkerError(
+                ErrorCode.WORKSPACE_MISSING,
+                "require_existing_workspace: this environment was made for this connection, so the retained "
+                "environment the binding expects is missing; it was not replaced with an empty one",
             )
         root = _directory(Path(params.root), "root", params.require_existing_workspace)
         for index, each in enumerate(file_roots):

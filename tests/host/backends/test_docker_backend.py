@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import TOOL_CASES, binding, passes_every_case, request_ok, tool_request, until
+from tests.helpers import TOOL_CASES, binding, code, passes_every_case, request_ok, tool_request, until
 from wuu.worker.client import ConnectionLost, WorkerClient
 
 IMAGE = os.environ.get("WUU_DOCKER_IMAGE", "wuu-execution:local")
@@ -317,6 +317,39 @@ async def test_a_reconnect_to_a_persistent_worker_finds_its_processes(profiles: 
     finally:
         assert (await second.close(DEADLINE)).clean
     assert [c.id for c in profiles.containers(name)] == [container.id], "the same container, still kept"
+
+
+async def test_a_reconnect_whose_container_is_missing_is_refused_not_replaced(
+    profiles: Profiles, engine: Any
+) -> None:
+    name = profiles.add("retained", persistent=True)
+    reconnect = binding(WORKSPACE, require_existing_workspace=True)
+
+    async def refused() -> None:
+        client = await profiles.connect(name, "conv-r")
+        reply = await asyncio.wait_for(client.request("initialize", reconnect), DEADLINE)
+        assert code(reply) == "workspace_missing"
+        assert "the retained environment the binding expects is missing" in reply["error"]
+        assert (await client.close(DEADLINE)).clean
+        assert profiles.containers(name) == [], "the container made for the refused reconnect is gone"
+
+    await refused()  # no container was ever made for the conversation
+
+    first = await profiles.connect(name, "conv-r")
+    await request_ok(first, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+    await run(first, "open('/workspace/saved.txt', 'w').write('kept')")
+    assert (await first.close(DEADLINE)).clean
+    again = await profiles.connect(name, "conv-r")
+    try:
+        await request_ok(again, "initialize", reconnect, timeout_s=DEADLINE)
+        found = await run(again, "print(open('/workspace/saved.txt').read())")
+        assert found["output"].strip() == "kept", found
+    finally:
+        assert (await again.close(DEADLINE)).clean
+
+    [container] = profiles.containers(name)
+    container.remove(force=True)  # the retained state goes outside Wuu
+    await refused()
 
 
 WORKERS = """

@@ -94,6 +94,41 @@ async def test_a_later_connection_with_another_binding_is_refused(attach: Spawne
     assert reply["error"].startswith("binding_immutable")
 
 
+async def test_a_reconnect_may_require_the_workspace_it_bound_and_finds_it_missing(
+    attach: Spawner, tmp_path: Path
+) -> None:
+    socket, workspace = tmp_path / "worker.sock", tmp_path / "ws"
+    first = await attach(socket)
+    await initialize(first, workspace)
+    await first.close(budget=DEADLINE)
+    again = await attach(socket)
+    await initialize(again, workspace, require_existing_workspace=True)
+    await again.close(budget=DEADLINE)
+    workspace.rmdir()
+    missing = await attach(socket)
+    reply = await missing.request("initialize", binding(workspace, require_existing_workspace=True))
+    assert reply["error"] == f"workspace_missing: root: {workspace} does not exist"
+    assert not workspace.exists(), "a missing workspace is never made again"
+
+
+async def test_a_new_environment_refuses_a_reconnect(spawn_client: Spawner, tmp_path: Path) -> None:
+    """`--new-environment`: nothing was retained, so a binding that expects retained state is refused;
+    the first binding of the environment is not."""
+    socket, workspace = tmp_path / "worker.sock", tmp_path / "ws"
+    workspace.mkdir()
+    argv = [sys.executable, "-m", "wuu.worker", "attach", "--socket", str(socket), "--new-environment"]
+    refused = await spawn_client(argv)
+    reply = await refused.request("initialize", binding(workspace, require_existing_workspace=True))
+    assert reply["error"].startswith(
+        "workspace_missing: require_existing_workspace: this environment was made"
+    )
+    again = await refused.request("execute", {})
+    assert again["error"].startswith("initialization_failed"), again
+    await refused.close(budget=DEADLINE)
+    first = await spawn_client(argv)
+    await initialize(first, workspace)
+
+
 async def test_the_worker_exits_after_its_idle_lifetime_and_cleans_up(
     attach: Spawner, tmp_path: Path
 ) -> None:
