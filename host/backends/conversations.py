@@ -39,3 +39,8 @@ def conversation_id(profile: Profile[Any], environ: Mapping[str, str]) -> str:
 def profile_conversation(profile: Profile[Any]) -> str:
     """The one conversation of a persistent profile whose host names none."""
     return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
+
+
+def shared_environment(profile: Profile[Any]) -> str:
+    """The identity of the one environment that the conversations of a `shared` profile use."""
+    return "s-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]

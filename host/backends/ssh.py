@@ -18,6 +18,11 @@ binding has `require_existing_workspace` (a reconnect to retained state): then a
 is `workspace_missing`, never silently an empty one. Any other absolute root names a path on the server
 and is used as given, with the binding's own flags (the conformance runner does this).
 
+`shared`: the conversations of the profile share one subdirectory, `<workspace>/s-<hash of the profile's
+name>`, each with a worker of its own (so their tool state and processes stay apart); every such worker
+holds a shared lock on `<workspace>/.wuu-s-<hash>.users` while it runs, and without `persistent` the last
+one to exit removes the subdirectory (the others keep it).
+
 The worker's own files are beside the subdirectory, never in it (the root holds only what the tools put
 there): `<workspace>/.wuu-<conversation>/` (mode 0700) has its socket, log and start lock. It is created
 over SSH on a channel of its own, which also checks that the remote account can create directories in
@@ -62,11 +67,11 @@ from wuu.generated.plain import SshExecutionProfile
 from wuu.worker.errors import CleanupFailed
 from wuu.worker.framing import reader_limit
 
-from ..errors import BackendUnavailable, ProfileError, SshUnavailable
+from ..errors import ProfileError, SshUnavailable
 from ..prestart import INSTALLED_WORKER
 from ..profiles import Profile
 from .base import Environment
-from .conversations import conversation_id
+from .conversations import conversation_id, shared_environment
 
 log = logging.getLogger("wuu.host.ssh")
 
@@ -77,7 +82,7 @@ KEEPALIVE_INTERVAL_S = 15.0
 MAX_SOCKET_PATH = 107
 LAUNCHER = resources.files(__package__).joinpath("ssh_launcher.sh").read_text(encoding="utf-8")
 """The launcher's POSIX sh text, run by the server's shell as `sh -c LAUNCHER wuu-ssh-launch SUBDIR RUNDIR
-LIFETIME PERSISTENT WORKER...` (its header says more)."""
+LIFETIME PERSISTENT USERS WORKER...` (its header says more)."""
 
 
 def split_destination(host: str) -> tuple[str | None, str]:
@@ -188,14 +193,16 @@ class SshEnvironment(Environment):
         self, profile: Profile[SshExecutionProfile], environ: Mapping[str, str] | None = None
     ) -> None:
         settings = self.settings = profile.settings
-        if settings.shared:
-            raise BackendUnavailable(
-                f"profile {profile.name!r}: shared: shared ssh environments are not available yet"
-            )
         self.profile = profile
         self.conversation = conversation_id(profile, os.environ if environ is None else environ)
         self.workspace = remote_path(settings.workspace)
-        self.subdirectory = posixpath.join(self.workspace, self.conversation)
+        if settings.shared:
+            shared = shared_environment(profile)
+            self.subdirectory = posixpath.join(self.workspace, shared)
+            self.users: str | None = posixpath.join(self.workspace, f".wuu-{shared}.users")
+        else:
+            self.subdirectory = posixpath.join(self.workspace, self.conversation)
+            self.users = None
         self.rundir = posixpath.join(self.workspace, f".wuu-{self.conversation}")
         self.socket = posixpath.join(self.rundir, SOCKET_NAME)
         if len(self.socket.encode()) > MAX_SOCKET_PATH:
@@ -229,6 +236,7 @@ class SshEnvironment(Environment):
                 self.rundir,
                 str(self.settings.lifetime_seconds),
                 persistent,
+                self.users or "",
                 *self.worker_command(),
             ]
         )

@@ -30,10 +30,19 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import alive, binding, passes_every_case, request_ok, tool_cases_here, tool_request, until
+from tests.helpers import (
+    alive,
+    binding,
+    code,
+    passes_every_case,
+    request_ok,
+    tool_cases_here,
+    tool_request,
+    until,
+)
 from wuu.generated.models import ExecutionProfile
 from wuu.host.adapter import initialize_interceptor
-from wuu.host.errors import BackendUnavailable, ProfileError, SshUnavailable
+from wuu.host.errors import ProfileError, SshUnavailable
 from wuu.host.profiles import Profile, parse
 from wuu.worker.client import ConnectionLost, WorkerClient
 
@@ -239,15 +248,6 @@ def test_only_an_initialize_of_the_workspace_is_bound_to_the_conversation(backen
         assert environment.rewrite_initialize(binding(root)) == binding(root), root
 
 
-def test_a_shared_ssh_profile_is_refused_as_not_available(backend: Any) -> None:
-    settings = {"backend": "ssh", "host": "h", "workspace": "/srv/ws", "shared": True}
-    profile = parse({"execution_environments": {"profiles": {"p": settings}}}).select("p")
-    with pytest.raises(
-        BackendUnavailable, match="profile 'p': shared: shared ssh environments are not available"
-    ):
-        backend.SshEnvironment(profile, {})
-
-
 def test_the_conversation_id_comes_from_the_host_or_is_made(backend: Any, tmp_path: Path) -> None:
     settings = {
         "backend": "ssh",
@@ -419,6 +419,50 @@ async def test_no_remote_process_outlives_the_idle_timeout_however_the_adapter_e
     # The run directory goes last, once the worker and its socket are gone.
     await until(lambda: not rundir.exists(), "the run directory's removal", DEADLINE)
     await client.close()
+
+
+async def test_shared_conversations_share_files_but_not_processes(profiles: Profiles) -> None:
+    """One subdirectory for the profile's conversations, a worker each: what one writes the other reads,
+    and neither lists, reads or stops the other's process. The subdirectory stays while a worker of either
+    runs, and the last one to exit (after its idle timeout) removes it."""
+    from wuu.host.backends.conversations import shared_environment
+
+    lifetime = 1
+    name = profiles.add("shared", shared=True, lifetime_seconds=lifetime)
+    shared = profiles.workspace / shared_environment(profiles.profile(name))
+    first, second = (f"{side}-{uuid.uuid4().hex[:8]}" for side in ("a", "b"))
+    one = await profiles.connect(name, first)
+    other = await profiles.connect(name, second)
+    try:
+        for client in (one, other):
+            await request_ok(client, "initialize", binding(profiles.workspace), timeout_s=DEADLINE)
+        write = tool_request("write_file", mode="unconfined", path="note.txt", content="from one")
+        await request_ok(one, "execute", write, timeout_s=DEADLINE)
+        read = tool_request("read_file", mode="unconfined", path="note.txt")
+        assert "from one" in (await request_ok(other, "execute", read, timeout_s=DEADLINE))["output"]
+        assert (shared / "note.txt").read_text(encoding="utf-8") == "from one"
+        start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-one"}
+        record = await request_ok(one, "process/start", start, timeout_s=DEADLINE)
+        assert (await request_ok(other, "process/list", {}, timeout_s=DEADLINE))["processes"] == []
+        for method, data in (("process/get", {"id": record["id"]}), ("process/stop", {"id": record["id"]})):
+            reply = await asyncio.wait_for(other.request(method, data), DEADLINE)
+            assert code(reply) == "not_found", reply
+        assert alive(record["pid"])
+        assert (await one.close(DEADLINE)).clean
+        # The first worker exits after its idle timeout, with its process; the second keeps the files.
+        await until(
+            lambda: not processes(str(profiles.rundir(first))) and not alive(record["pid"]),
+            "the first conversation's worker to end",
+            lifetime + IDLE_MARGIN,
+        )
+        assert (shared / "note.txt").exists(), "kept for the conversation still connected"
+        assert "from one" in (await request_ok(other, "execute", read, timeout_s=DEADLINE))["output"]
+    finally:
+        assert (await other.close(DEADLINE)).clean
+    await until(
+        lambda: not shared.exists(), "the last worker's removal of the shared files", lifetime + IDLE_MARGIN
+    )
+    await until(lambda: not profiles.rundir(second).exists(), "the run directory's removal", DEADLINE)
 
 
 async def test_a_persistent_workspace_outlives_its_worker(profiles: Profiles) -> None:
