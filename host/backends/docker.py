@@ -20,6 +20,14 @@ reconnect is removed at shutdown, so a later reconnect finds no container and is
 Without retention the container has a random name, the worker is the plain stdio worker (its exit status
 is its cleanup's), and the container is removed at shutdown.
 
+`shared: true`: the profile's conversations use one container (named after the profile and its workspace),
+so one filesystem, and each runs a worker of its own in it, so their tool state and processes stay apart
+(with `persistent`, each conversation's persistent worker has its own socket). A shared container is never
+removed by one conversation's shutdown. Without `persistent` its main process is `SHARED_WATCHER`, and each
+worker runs as a user of it (`JOIN`, a shared lock held for the worker's life): once the last worker has
+ended, SIGKILLed adapters' included (their worker reads EOF), the container ends and Docker removes it. A
+connection that finds it ending waits for its removal and makes a new one. The image needs `flock`.
+
 The watchdog of a container without retention: its main process is a watcher (`WATCHER`) that reads its
 stdin, which the adapter holds through an attach made before the container starts (`StdinOnce`). When
 the adapter ends, however it ends (SIGKILL included), the attach closes, the watcher reads EOF and exits,
@@ -63,11 +71,12 @@ from wuu.worker.framing import reader_limit
 from ..errors import DockerUnavailable
 from ..profiles import Profile
 from .base import Environment
-from .conversations import conversation_id, profile_conversation
+from .conversations import conversation_id, profile_conversation, shared_environment
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
 LABEL_CONVERSATION = "wuu.conversation"
+LABEL_SHARED = "wuu.shared"
 KEEP_RUNNING = ("sleep", "infinity")
 # The main process of a container without retention: it ends with the adapter's attach, unless told to stay.
 WATCHER = ("/bin/sh", "-c", 'read -r word; [ "$word" = keep ] && exec sleep infinity')
@@ -75,6 +84,37 @@ KEEP = b"keep\n"
 # The persistent worker's socket: beside the workspace, never in it (a read-only mount could not hold it).
 SOCKET_DIR = "/run/wuu"
 SOCKET_PATH = f"{SOCKET_DIR}/.wuu-worker.sock"
+# A shared container without retention: its workers hold a shared lock on USERS while they run; GATE orders
+# a worker's joining against the container's ending, which ENDED marks.
+USERS, GATE, JOINED, ENDED = (f"{SOCKET_DIR}/shared.{name}" for name in ("users", "gate", "joined", "ended"))
+JOIN_REFUSED = 75
+"""The exit status of a worker's join to a shared container that is ending."""
+JOIN = (
+    "/bin/sh",
+    "-c",
+    f"exec 8>>{GATE} && flock 8 || exit\n"
+    f"if [ -e {ENDED} ]; then echo 'wuu docker: the shared container is ending; connect again' >&2; "
+    f"exit {JOIN_REFUSED}; fi\n"
+    f"exec 9>>{USERS} && flock -s 9 && : > {JOINED} || exit\n"
+    "exec 8>&-\n"
+    'exec "$@"',
+    "wuu-join",
+)
+"""Run the worker command (its arguments) as a user of the shared container, holding the users lock (fd 9)."""
+SHARED_WATCHER = (
+    "/bin/sh",
+    "-c",
+    f"""i=0
+until [ -e {JOINED} ]; do i=$((i + 1)); [ "$i" -le 600 ] || exit 0; sleep 0.1; done
+while :; do
+  flock -x {USERS} true
+  exec 8>>{GATE} && flock 8
+  if flock -n -x {USERS} true; then : > {ENDED}; exit 0; fi
+  exec 8>&-
+done""",
+)
+"""The main process of a shared container without retention: it ends once no worker is left (or none came
+within a minute), after marking the container as ending under the gate, so that no worker joins it late."""
 # A fork bomb in the workspace must not take the machine down; far above what a worker's commands need.
 PIDS_LIMIT = 4096
 EXEC_POLL_S = 0.02
@@ -84,11 +124,15 @@ T = TypeVar("T")
 
 
 def container_name(profile: Profile[DockerExecutionProfile], conversation: str | None) -> str:
-    """`wuu-<profile>-<id>`: when retained, stable per profile, workspace and conversation (a reconnect of the
-    conversation finds it, and no other conversation does); else random."""
+    """`wuu-<profile>-<id>`: when shared, stable per profile and workspace; when retained, stable per profile,
+    workspace and conversation (a reconnect of the conversation finds it, and no other conversation does);
+    else random."""
     settings = profile.settings
     label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
-    if settings.persistent:
+    if settings.shared:
+        parts = [profile.name, settings.workspace, settings.host_workspace or "", shared_environment(profile)]
+        suffix = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    elif settings.persistent:
         parts = [profile.name, settings.workspace, settings.host_workspace or ""]
         # The profile's own conversation keeps the name its container had before conversations were told
         # apart, so that the container a persistent profile already has is still found.
@@ -233,11 +277,14 @@ class DockerEnvironment(Environment):
         self.profile = profile
         self.settings = profile.settings
         self.persistent = self.settings.persistent
-        # Only a retained container is kept under its conversation: another one is random and goes with its adapter.
+        self.shared = self.settings.shared
+        # Only a retained worker is kept under its conversation: another one goes with its adapter.
         self.conversation = (
             conversation_id(profile, os.environ if environ is None else environ) if self.persistent else None
         )
         self.name = container_name(profile, self.conversation)
+        # In a shared container each conversation's persistent worker has a socket of its own.
+        self.socket = f"{SOCKET_DIR}/{self.conversation}.sock" if self.shared else SOCKET_PATH
         self.user = default_user(self.settings)
         self.client: docker.DockerClient | None = None
         self.container: Container | None = None
@@ -252,10 +299,11 @@ class DockerEnvironment(Environment):
     # --- the worker's command ------------------------------------------------------------------
 
     def worker_command(self) -> list[str]:
-        """The profile's `worker`, else the persistent worker (`persistent`) or the stdio worker."""
+        """The profile's `worker`, else the persistent worker (`persistent`; told when its container is new)
+        or the stdio worker; in a shared container without retention, as a user of it (JOIN)."""
         if self.settings.worker:
-            return list(self.settings.worker)
-        if self.persistent:
+            command = list(self.settings.worker)
+        elif self.persistent:
             lifetime = str(self.settings.lifetime_seconds)
             command = [
                 "python3",
@@ -263,12 +311,15 @@ class DockerEnvironment(Environment):
                 "wuu.worker",
                 "attach",
                 "--socket",
-                SOCKET_PATH,
+                self.socket,
                 "--lifetime-seconds",
                 lifetime,
             ]
-            return [*command, "--new-environment"] if self._created else command
-        return ["python3", "-m", "wuu.worker"]
+            if self._created:
+                command.append("--new-environment")
+        else:
+            command = ["python3", "-m", "wuu.worker"]
+        return [*JOIN, *command] if self.shared and not self.persistent else command
 
     def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
         """The data as it is; noted: whether it is a reconnect, which a new container refuses."""
@@ -296,14 +347,18 @@ class DockerEnvironment(Environment):
             "labels": {
                 LABEL_PROFILE: self.profile.name,
                 LABEL_PERSISTENT: "true" if self.persistent else "false",
+                LABEL_SHARED: "true" if self.shared else "false",
             },
             "pids_limit": PIDS_LIMIT,
             "stop_signal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning
         }
         if self.persistent:
             assert self.conversation is not None
-            kwargs["labels"][LABEL_CONVERSATION] = self.conversation
+            if not self.shared:
+                kwargs["labels"][LABEL_CONVERSATION] = self.conversation
             kwargs.update(command=list(KEEP_RUNNING), detach=True)
+        elif self.shared:  # it ends once its last worker has, and removes itself
+            kwargs.update(command=list(SHARED_WATCHER), detach=True, auto_remove=True)
         else:  # the watchdog: the watcher's stdin is attached once (StdinOnce), and the container removes itself
             kwargs.update(command=list(WATCHER), detach=False, stdin_open=True, auto_remove=True)
         if self.user:
@@ -332,9 +387,27 @@ class DockerEnvironment(Environment):
             return None
 
     def _provision(self, client: docker.DockerClient) -> Container:
-        """The running container: the retained one when it exists (started again if stopped), else a new one."""
+        """The running container: a shared or retained one when it exists (a retained one started again if
+        stopped), else a new one. A shared container without retention that is ending is waited for, and
+        then made anew."""
+        for _ in range(3):
+            container = self._provision_once(client)
+            if self._prepared(container):
+                return container
+            with contextlib.suppress(docker.errors.NotFound):
+                client.api.wait(str(container.id), condition="removed")
+            self._created = False
+        raise DockerUnavailable(
+            f"profile {self.profile.name!r}: the shared container {self.name} kept ending as this connection "
+            "joined it; connect again"
+        )
+
+    def _provision_once(self, client: docker.DockerClient) -> Container:
         image = self.settings.image
-        container = self._find(client) if self.persistent else None
+        found = self.persistent or self.shared
+        container = self._find(client) if found else None
+        if container is not None and self.shared and not self.persistent and container.status != "running":
+            return container  # stopped, so it is being removed: `_prepared` says so
         if container is None:
             try:
                 container = client.containers.create(image, **self._create_kwargs())
@@ -345,14 +418,14 @@ class DockerEnvironment(Environment):
                     "(build it with `make docker-image`; no registry is consulted)"
                 ) from None
             except docker.errors.APIError as error:
-                found = self._find(client) if self.persistent and error.status_code == 409 else None
-                if found is None:
+                other = self._find(client) if found and error.status_code == 409 else None
+                if other is None:
                     raise DockerUnavailable(
                         f"profile {self.profile.name!r}: creating the container failed: {error.explanation}"
                     ) from None
-                container = found  # created meanwhile by another connection of the same profile
+                container = other  # created meanwhile by another connection of the same profile
         self.container = container
-        if self._created and not self.persistent:
+        if self._created and not self.persistent and not self.shared:
             self._attach_watcher(client, container)
         if container.status != "running":
             try:
@@ -366,9 +439,6 @@ class DockerEnvironment(Environment):
                 raise DockerUnavailable(
                     f"profile {self.profile.name!r}: the container {self.name} is {container.status}, not running"
                 )
-        # Every time for a retained container: another connection may have created it a moment ago.
-        if self.persistent or (self.user and not self.settings.host_workspace):
-            self._prepare(container)
         return container
 
     def _attach_watcher(self, client: docker.DockerClient, container: Container) -> None:
@@ -391,24 +461,51 @@ class DockerEnvironment(Environment):
             if keep:
                 watch.sendall(KEEP)
 
-    def _prepare(self, container: Container) -> None:
+    def _hold(self) -> None:
+        """Keep a shared container without retention for inspection: a user of it that never ends."""
+        assert self.container is not None
+        with contextlib.suppress(docker.errors.DockerException):
+            self.container.exec_run(["flock", "-s", USERS, "sleep", "infinity"], detach=True)
+
+    def _prepared(self, container: Container) -> bool:
+        """Prepare the container (`_prepare`) where it needs it; False if it is a shared one that is ending."""
+        ending = self.shared and not self.persistent
+        if ending and container.status != "running":
+            return False
+        # Every time for a retained or shared container: another connection may have created it a moment ago.
+        if self.persistent or self.shared or (self.user and not self.settings.host_workspace):
+            return self._prepare(container, ending)
+        return True
+
+    def _prepare(self, container: Container, ending: bool) -> bool:
         """As root: the persistent worker's socket directory, and a workspace the container user owns (Docker
-        creates the working directory as root; a host mount is left as it is)."""
+        creates the working directory as root; a host mount is left as it is). With `ending`, False when the
+        shared container is ending."""
         settings = self.settings
         steps = [f"mkdir -p {SOCKET_DIR}", f"chmod 0700 {SOCKET_DIR}"]
+        if ending:
+            steps.insert(0, f"{{ [ ! -e {ENDED} ] || exit {JOIN_REFUSED}; }}")
         if self.user:
             steps.append(f"chown {shlex.quote(self.user)} {SOCKET_DIR}")
         if not settings.host_workspace:
             steps.append(f"mkdir -p {shlex.quote(settings.workspace)}")
             if self.user:
                 steps.append(f"chown {shlex.quote(self.user)} {shlex.quote(settings.workspace)}")
-        result = container.exec_run(["/bin/sh", "-c", " && ".join(steps)], user="0", demux=False)
+        try:
+            result = container.exec_run(["/bin/sh", "-c", " && ".join(steps)], user="0", demux=False)
+        except docker.errors.APIError as error:
+            if ending and error.status_code == 409:  # the container stopped meanwhile
+                return False
+            raise
+        if ending and result.exit_code == JOIN_REFUSED:
+            return False
         if result.exit_code != 0:
             raw = result.output
             output = raw.decode(errors="replace").strip() if isinstance(raw, bytes) else ""
             raise DockerUnavailable(
                 f"profile {self.profile.name!r}: preparing the container {self.name} failed: {output}"
             )
+        return True
 
     def _start_exec(self, client: docker.DockerClient, container: Container) -> tuple[socket.socket, bytes]:
         created = client.api.exec_create(
@@ -434,7 +531,7 @@ class DockerEnvironment(Environment):
 
     def _discard(self) -> None:
         """After a failed start: a container this connection created without retention goes again."""
-        if self.container is not None and self._created and not self.persistent:
+        if self.container is not None and self._created and not self.persistent and not self.shared:
             with contextlib.suppress(docker.errors.DockerException):
                 self._remove()
         self._release_watcher(keep=False)
@@ -515,7 +612,8 @@ class DockerEnvironment(Environment):
                 raise CleanupFailed(
                     f"the worker exited with status {code}; its cleanup may be incomplete; {kept}"
                 )
-            if self.persistent and not (self._created and self._reconnect):
+            # A shared container is left to its other users (without retention it ends after the last one).
+            if self.shared or (self.persistent and not (self._created and self._reconnect)):
                 return
             remaining = deadline - time.monotonic()
             try:
@@ -530,6 +628,8 @@ class DockerEnvironment(Environment):
                 raise CleanupFailed(f"removing the container {self.name} failed: {error}") from None
         finally:
             self._release_watcher(keep)
+            if keep and self.shared and not self.persistent:
+                self._hold()
             if self.client is not None:
                 self.client.close()
 

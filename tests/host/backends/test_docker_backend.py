@@ -422,6 +422,66 @@ async def test_conversations_of_a_persistent_profile_are_kept_apart(profiles: Pr
     assert {c.labels["wuu.conversation"]: c.id for c in profiles.containers(name)} == kept
 
 
+async def test_shared_conversations_share_one_container_but_not_processes(profiles: Profiles) -> None:
+    """One container for the profile's conversations, a worker each: what one writes the other reads, and
+    neither lists, reads or stops the other's process. The container stays while either is connected and
+    goes after the last one, even when that one's adapter is SIGKILLed."""
+    name = profiles.add("shared", shared=True)
+    one, other = await profiles.connect(name, "conv-1"), await profiles.connect(name, "conv-2")
+    for client in (one, other):
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+    [container] = profiles.containers(name)
+    assert container.labels["wuu.shared"] == "true"
+    await run(one, "open('/workspace/note.txt', 'w').write('from one')")
+    assert (await run(other, "print(open('/workspace/note.txt').read())"))["output"] == "from one\n"
+    start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": "op-one"}
+    record = await request_ok(one, "process/start", start, timeout_s=DEADLINE)
+    assert (await request_ok(other, "process/list", {}, timeout_s=DEADLINE))["processes"] == []
+    for method in ("process/get", "process/stop"):
+        reply = await asyncio.wait_for(other.request(method, {"id": record["id"]}), DEADLINE)
+        assert code(reply) == "not_found", reply
+    assert (await one.close(DEADLINE)).clean
+    container.reload()
+    assert container.status == "running", "kept for the conversation still connected"
+    assert (await run(other, "print(open('/workspace/note.txt').read())"))["output"] == "from one\n"
+    assert other.process is not None
+    other.process.kill()
+    await other.close()
+    await until(lambda: profiles.containers(name) == [], "the shared container's removal", DEADLINE)
+
+    # The next connection makes a new container: nothing was retained.
+    again = await profiles.connect(name, "conv-1")
+    try:
+        await request_ok(again, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        found = await run(again, "import os; print(os.path.exists('/workspace/note.txt'))")
+        assert found["output"] == "False\n"
+    finally:
+        assert (await again.close(DEADLINE)).clean
+    await until(lambda: profiles.containers(name) == [], "the new container's removal", DEADLINE)
+
+
+async def test_a_shared_persistent_container_keeps_each_conversations_worker(profiles: Profiles) -> None:
+    name = profiles.add("shared-kept", shared=True, persistent=True)
+    started = {}
+    for conversation in ("conv-a", "conv-b"):
+        client = await profiles.connect(name, conversation)
+        await request_ok(client, "initialize", binding(WORKSPACE), timeout_s=DEADLINE)
+        start = {"argv": ["sleep", "300"], "permission_mode": "unconfined", "operation_id": conversation}
+        started[conversation] = (await request_ok(client, "process/start", start, timeout_s=DEADLINE))["id"]
+        assert (await client.close(DEADLINE)).clean
+    [container] = profiles.containers(name)
+    for conversation in ("conv-b", "conv-a"):
+        client = await profiles.connect(name, conversation)
+        try:
+            reconnect = binding(WORKSPACE, require_existing_workspace=True)
+            await request_ok(client, "initialize", reconnect, timeout_s=DEADLINE)
+            listed = (await request_ok(client, "process/list", {}, timeout_s=DEADLINE))["processes"]
+            assert [p["id"] for p in listed] == [started[conversation]], "only the conversation's own process"
+        finally:
+            assert (await client.close(DEADLINE)).clean
+    assert [c.id for c in profiles.containers(name)] == [container.id], "one container, still kept"
+
+
 @pytest.mark.parametrize(
     "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
 )
