@@ -8,10 +8,12 @@ ssh need optional SDKs).
 from __future__ import annotations
 
 from wuu.generated.plain import (
+    ApptainerExecutionProfile,
     CommandExecutionProfile,
     DockerExecutionProfile,
     ExecutionProfile,
     LocalExecutionProfile,
+    SingularityExecutionProfile,
     SshExecutionProfile,
 )
 
@@ -47,6 +49,10 @@ def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted |
             from .ssh import SshEnvironment
 
             return SshEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, ApptainerExecutionProfile | SingularityExecutionProfile):
+            from .apptainer import ApptainerEnvironment
+
+            return ApptainerEnvironment(Profile(profile.name, settings))
     except ModuleNotFoundError as missing:
         sdk = _SDKS.get(profile.backend)
         if sdk is None or (missing.name or "").partition(".")[0] != sdk:

@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
+NEW_ENVIRONMENT = (
+    "the environment was made for this connection, so nothing was retained in it: a binding that requires "
+    "an existing workspace is refused (workspace_missing)"
+)
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the native worker as the command line asks."""
@@ -41,13 +46,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         )
-    _run_on_stdio()
+    _run_on_stdio(args.new_environment)
 
 
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
     parser = argparse.ArgumentParser(prog="wuu-worker", description="The native v4 worker.")
+    parser.add_argument("--new-environment", action="store_true", help=NEW_ENVIRONMENT)
     commands = parser.add_subparsers(dest="action")
     for name, text in (
         ("serve", "serve a persistent worker on a Unix socket until it has been idle for its lifetime"),
@@ -58,12 +64,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--lifetime-seconds", type=float, default=600.0, help="idle time before a persistent worker exits"
         )
-        sub.add_argument(
-            "--new-environment",
-            action="store_true",
-            help="the environment was made for this connection, so nothing was retained in it: a binding "
-            "that requires an existing workspace is refused (workspace_missing)",
-        )
+        sub.add_argument("--new-environment", action="store_true", help=NEW_ENVIRONMENT)
         if name == "attach":
             sub.add_argument(
                 "--no-start",
@@ -83,7 +84,7 @@ def _check_stdio() -> None:
         sys.exit(2)
 
 
-def _run_on_stdio() -> None:
+def _run_on_stdio(new_environment: bool = False) -> None:
     from ..orphans import ORPHANS_S, adopt_orphans, end_orphans_now
     from ..run import run_execution_backend_v4
     from .worker import NativeWorker
@@ -92,6 +93,6 @@ def _run_on_stdio() -> None:
     # as the subreaper the worker inherits it, ends it with an exec_command (trees.py), and at exit.
     adopt_orphans()
     try:
-        asyncio.run(run_execution_backend_v4(NativeWorker().backend()))
+        asyncio.run(run_execution_backend_v4(NativeWorker(new_environment=new_environment).backend()))
     finally:
         end_orphans_now(ORPHANS_S)
