@@ -404,7 +404,7 @@ class StandInPhoneProvider(WireModel):
 
 class VercelExecutionProfile(WireModel):
     """
-    A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used.
+    A Vercel Sandbox. The host transport needs Python 3.10 or later with the `vercel-sandbox` SDK 0.10 and Vercel credentials (an OIDC token, or `VERCEL_TOKEN` with the team and project IDs); the worker image is in the Vercel Container Registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used.
     """
 
     model_config = ConfigDict(
@@ -450,7 +450,7 @@ class VercelExecutionProfile(WireModel):
     """
     python: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
     """
-    The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the Vercel sandbox tooling installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
+    The absolute path, on the host, of the Python 3.10 or later interpreter that runs the host transport with the `vercel-sandbox` SDK 0.10 installed (for example a virtual environment's `bin/python`). Omitted: the host's own interpreter. The SDK is an optional dependency that is never installed automatically.
     """
     network: Annotated[CloudNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
         CloudNetworkMode.OUTBOUND

@@ -4617,7 +4617,7 @@ _UserInputAttachment_WIRE: dict[str, str] = {
 
 
 class VercelExecutionProfile(PlainModel):
-    """A Vercel Sandbox. The host transport needs Python 3.10 or later and an authenticated Vercel sandbox CLI 3 or later; the worker image is in the provider's image registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used."""
+    """A Vercel Sandbox. The host transport needs Python 3.10 or later with the `vercel-sandbox` SDK 0.10 and Vercel credentials (an OIDC token, or `VERCEL_TOKEN` with the team and project IDs); the worker image is in the Vercel Container Registry. Memory follows the CPU allocation, so there is no memory field. With `persistent`, a persistent sandbox is used."""
 
     __slots__ = (
         "backend",

@@ -14,10 +14,11 @@ The execution environments:
   each profile as its backend's typed model with the schema's defaults resolved.
 - `errors`: the two families of refusals: `ProfileError` (the configuration is wrong) and
   `EnvironmentUnavailable` with its subclasses (the environment cannot be provisioned here).
-- `backends`: `environment_for(profile)` and one module per backend served today: `local` and `command`
-  (a child process, `base.ChildProcess`), `docker` (a container, through a Docker exec) and `ssh` (a
-  detached worker on a server, started by the package's `ssh_launcher.sh`). The other backends of the
-  schema validate but are refused as not available yet.
+- `backends`: `environment_for(profile)` and one module per backend: `local` and `command` (a child
+  process, `base.ChildProcess`), `docker` (a container, through a Docker exec), `ssh` (a detached worker
+  on a server, started by the package's `ssh_launcher.sh`), `apptainer` (`apptainer` and `singularity`:
+  the runtime as a child process) and `cloud` (`modal`, `daytona`, `vercel`: the host transport
+  `cloud_transport.py`, a child process with the provider's SDK).
 - `adapter`: serves the v4 worker protocol on stdio through a profile's environment, relaying with
   `wuu.worker.relay` and one `initialize` interceptor (the environment's binding, the forwarded
   variables).

@@ -7,14 +7,19 @@ ssh need optional SDKs).
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from wuu.generated.plain import (
     ApptainerExecutionProfile,
     CommandExecutionProfile,
+    DaytonaExecutionProfile,
     DockerExecutionProfile,
     ExecutionProfile,
     LocalExecutionProfile,
+    ModalExecutionProfile,
     SingularityExecutionProfile,
     SshExecutionProfile,
+    VercelExecutionProfile,
 )
 
 from ..errors import BackendUnavailable
@@ -22,7 +27,8 @@ from ..prestart import Prestarted
 from ..profiles import Profile
 from .base import Environment
 
-# Backend -> the top-level module of its optional SDK, and the extra that installs it.
+# Backend -> the top-level module of its optional SDK, and the extra that installs it (the cloud backends'
+# SDKs are the host transport's, checked by `cloud`).
 _SDKS = {"docker": "docker", "ssh": "asyncssh"}
 
 
@@ -53,6 +59,10 @@ def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted |
             from .apptainer import ApptainerEnvironment
 
             return ApptainerEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, ModalExecutionProfile | DaytonaExecutionProfile | VercelExecutionProfile):
+            from .cloud import CloudEnvironment
+
+            return CloudEnvironment(Profile(profile.name, settings))
     except ModuleNotFoundError as missing:
         sdk = _SDKS.get(profile.backend)
         if sdk is None or (missing.name or "").partition(".")[0] != sdk:
@@ -61,7 +71,7 @@ def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted |
             f"profile {profile.name!r}: the {profile.backend} backend needs the {sdk} SDK: "
             f"pip install 'wuu[{profile.backend}]'"
         ) from None
-    raise BackendUnavailable(f"profile {profile.name!r}: the {profile.backend} backend is not available yet")
+    assert_never(settings)
 
 
 __all__ = ["Environment", "environment_for"]

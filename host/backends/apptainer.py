@@ -35,9 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,26 +47,11 @@ from wuu.worker.errors import CleanupFailed
 from ..errors import BackendUnavailable
 from ..profiles import Profile
 from .base import ChildProcess
-from .conversations import conversation_id, shared_environment
+from .conversations import conversation_id, environment_directory, shared_environment
 
 ContainerProfile = ApptainerExecutionProfile | SingularityExecutionProfile
 IMAGE_WORKER = ("python3", "-m", "wuu.worker")
 """The worker command of the image: its own installation's native worker."""
-
-
-def environments_home(environ: Mapping[str, str]) -> Path:
-    """Where the workspaces of container environments are kept: `$WUU_HOME/environments`."""
-    home = environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
-    return Path(home) / "environments"
-
-
-def workspace_directory(
-    profile: Profile[ContainerProfile], identity: str, environ: Mapping[str, str]
-) -> Path:
-    """The directory of this machine that holds the workspace of environment `identity` of the profile."""
-    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
-    digest = hashlib.sha256(profile.name.encode()).hexdigest()[:12]
-    return environments_home(environ) / profile.backend / f"{label}-{digest}" / identity
 
 
 class ApptainerEnvironment(ChildProcess):
@@ -89,7 +72,7 @@ class ApptainerEnvironment(ChildProcess):
         self.directory: Path | None = None
         if not settings.host_workspace:
             identity = shared_environment(profile) if settings.shared else conversation_id(profile, environ)
-            self.directory = workspace_directory(profile, identity, environ)
+            self.directory = environment_directory(profile, identity, environ)
         self.new = False  # whether this connection made the workspace directory (known at `start`)
         self._users: int | None = None  # the shared lock of a shared directory, held while connected
         self._reconnect = False  # the last initialize required an existing workspace

@@ -11,6 +11,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ..errors import ProfileError
@@ -44,3 +45,25 @@ def profile_conversation(profile: Profile[Any]) -> str:
 def shared_environment(profile: Profile[Any]) -> str:
     """The identity of the one environment that the conversations of a `shared` profile use."""
     return "s-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
+
+
+def environment_directory(profile: Profile[Any], identity: str, environ: Mapping[str, str]) -> Path:
+    """Where this machine keeps what belongs to environment `identity` of the profile (a workspace, a record of
+    retained state): `$WUU_HOME/environments/<backend>/<profile>-<hash>/<identity>` (WUU_HOME: ~/.wuu)."""
+    home = environ.get("WUU_HOME") or str(Path("~/.wuu").expanduser())
+    return (
+        Path(home)
+        / "environments"
+        / profile.backend
+        / f"{label(profile)}-{_digest(profile.name)[:12]}"
+        / identity
+    )
+
+
+def label(profile: Profile[Any]) -> str:
+    """The profile's name as it can appear in a resource's name: letters, digits, '.', '_' and '-'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

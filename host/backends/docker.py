@@ -47,7 +47,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import shlex
 import socket
@@ -71,7 +70,7 @@ from wuu.worker.framing import reader_limit
 from ..errors import DockerUnavailable
 from ..profiles import Profile
 from .base import Environment
-from .conversations import conversation_id, profile_conversation, shared_environment
+from .conversations import conversation_id, label, profile_conversation, shared_environment
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
@@ -128,7 +127,7 @@ def container_name(profile: Profile[DockerExecutionProfile], conversation: str |
     workspace and conversation (a reconnect of the conversation finds it, and no other conversation does);
     else random."""
     settings = profile.settings
-    label = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:40] or "profile"
+    name = label(profile)
     if settings.shared:
         parts = [profile.name, settings.workspace, settings.host_workspace or "", shared_environment(profile)]
         suffix = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
@@ -141,7 +140,7 @@ def container_name(profile: Profile[DockerExecutionProfile], conversation: str |
         suffix = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     else:
         suffix = secrets.token_hex(8)
-    return f"wuu-{label}-{suffix}"
+    return f"wuu-{name}-{suffix}"
 
 
 def default_user(settings: DockerExecutionProfile) -> str | None:

@@ -235,15 +235,10 @@ def test_a_missing_forwarded_variable_is_named() -> None:
 # --- backends that cannot be served -----------------------------------------------------------------
 
 
-def test_a_backend_that_is_not_served_is_an_unavailable_environment_not_a_bad_profile() -> None:
-    profile = parse(
-        {
-            "execution_environments": {
-                "profiles": {"cloud": {"backend": "modal", "image": "i", "workspace": "/w"}}
-            }
-        }
-    ).select("cloud")
-    with pytest.raises(BackendUnavailable, match="profile 'cloud': the modal backend is not available yet"):
+def test_an_environment_that_cannot_be_served_is_unavailable_not_a_bad_profile() -> None:
+    settings = {"backend": "modal", "image": "i", "workspace": "/w", "shared": True}
+    profile = parse({"execution_environments": {"profiles": {"cloud": settings}}}).select("cloud")
+    with pytest.raises(BackendUnavailable, match="profile 'cloud': shared: a modal sandbox shared by"):
         environment_for(profile)
     assert issubclass(BackendUnavailable, EnvironmentUnavailable)
     assert not issubclass(EnvironmentUnavailable, ProfileError) and not issubclass(
@@ -267,12 +262,15 @@ def test_a_missing_sdk_says_which_extra_to_install(monkeypatch: pytest.MonkeyPat
         environment_for(profile)
 
 
-async def test_the_adapter_refuses_an_unserved_backend_with_status_2(tmp_path: Path) -> None:
-    path = config(tmp_path, cloud={"backend": "vercel", "image": "i", "workspace": "/w"})
+async def test_the_adapter_refuses_an_environment_it_cannot_serve_with_status_2(tmp_path: Path) -> None:
+    path = config(tmp_path, cloud={"backend": "vercel", "image": "i", "workspace": "/w", "shared": True})
     client = await adapter(path, "cloud")
     outcome = await client.close(budget=DEADLINE)
     assert outcome.returncode == 2
-    assert outcome.stderr == b"wuu-host: profile 'cloud': the vercel backend is not available yet\n"
+    assert outcome.stderr == (
+        b"wuu-host: profile 'cloud': shared: a vercel sandbox shared by conversations is not available yet "
+        b"(omit `shared`: each conversation gets its own)\n"
+    )
 
 
 # --- the adapter bridge ---------------------------------------------------------------------------------

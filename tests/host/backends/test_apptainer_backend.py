@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import binding, code, passes_every_case, request_ok, tool_request, until
-from wuu.host.backends.apptainer import ApptainerEnvironment, workspace_directory
-from wuu.host.backends.conversations import shared_environment
+from wuu.host.backends.apptainer import ApptainerEnvironment
+from wuu.host.backends.conversations import environment_directory, shared_environment
 from wuu.host.errors import BackendUnavailable
 from wuu.host.profiles import parse
 from wuu.worker.client import ConnectionLost, WorkerClient
@@ -79,7 +79,7 @@ class Runtime:
     def directory_of(self, name: str, identity: str) -> Path:
         """The directory of this machine that holds the workspace of environment `identity` of profile `name`."""
         profile = parse({"execution_environments": {"profiles": self.profiles}}).select(name)
-        return workspace_directory(profile, identity, self.env)
+        return environment_directory(profile, identity, self.env)
 
     def runs(self) -> list[list[str]]:
         """The fake runtime's command lines so far."""
