@@ -12,6 +12,7 @@ from typing_extensions import TypeAliasType
 from wuu.generated.plain import CloudNetworkMode as CloudNetworkMode
 from wuu.generated.plain import CommandNetwork as CommandNetwork
 from wuu.generated.plain import ContainerNetworkMode as ContainerNetworkMode
+from wuu.generated.plain import KubernetesNetworkMode as KubernetesNetworkMode
 from wuu.generated.wire import WireModel
 
 from .userhost import PushProvider
@@ -858,6 +859,87 @@ class DockerExecutionProfile(WireModel):
     """
 
 
+class KubernetesExecutionProfile(WireModel):
+    """
+    A Kubernetes pod per conversation, from a worker image, through the official `kubernetes` Python client and the user's kubeconfig. It goes beyond the source documents, for users who outgrow one machine. The worker's stdio travels over the API server's attach stream (exec into a persistent pod), which needs the `v5.channel.k8s.io` stream protocol (Kubernetes 1.30 or later) to give the worker its EOF; without it startup fails. The pod mounts no service account token and gets no service environment variables, so workspace commands see no cluster credentials. Requests and limits are both the profile's `cpus` and `memory_mb`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        regex_engine="python-re",
+    )
+    backend: Literal["kubernetes"]
+    """
+    The backend: `kubernetes`.
+    """
+    image: ContainerImageReference
+    """
+    The worker image, pullable by the cluster.
+    """
+    workspace: ProfileAbsolutePath
+    """
+    The absolute path, inside the pod, of the workspace directory that the worker binds as its root: an `emptyDir` volume of the pod, so it starts empty and lasts as long as the pod.
+    """
+    namespace: Annotated[
+        str,
+        Field(
+            json_schema_extra={"x-not-null": True},
+            pattern="^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\Z",
+        ),
+    ] = "default"
+    """
+    The namespace of the pods (a DNS label). Omitted: `default`.
+    """
+    context: Annotated[str | None, Field(json_schema_extra={"x-not-null": True}, min_length=1)] = None
+    """
+    The kubeconfig context. Omitted: the kubeconfig's current context.
+    """
+    kubeconfig: Annotated[ProfileAbsolutePath | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The kubeconfig file, on the host. Omitted: `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster service account of a host that runs in a pod.
+    """
+    shared: Annotated[ProfileShared, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether conversations using this profile share one environment. Not available for this backend: true fails startup.
+    """
+    persistent: Annotated[ProfilePersistent, Field(json_schema_extra={"x-not-null": True})] = False
+    """
+    Whether the environment is retained across clean disconnects: the pod, with its workspace volume and its persistent worker, is kept and found again by the conversation's next connection.
+    """
+    forward_env: Annotated[ProfileForwardEnv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The host environment variables forwarded into the environment.
+    """
+    worker: Annotated[ProfileArgv | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The command that starts the worker inside the pod. Omitted: the image's native worker (`python3 -m wuu.worker`).
+    """
+    lifetime_seconds: Annotated[ProfileLifetimeSeconds, Field(json_schema_extra={"x-not-null": True})] = 600
+    """
+    The disconnected persistent worker's idle timeout in seconds; 0 or omitted means 600.
+    """
+    shutdown_timeout_ms: Annotated[
+        ProfileShutdownTimeoutMs, Field(json_schema_extra={"x-not-null": True})
+    ] = 30000
+    """
+    The EOF-to-exit shutdown budget in milliseconds, the pod's deletion included; 0 or omitted means 30000.
+    """
+    network: Annotated[KubernetesNetworkMode, Field(json_schema_extra={"x-not-null": True})] = (
+        KubernetesNetworkMode.CLUSTER
+    )
+    """
+    The pod's network. Omitted: `cluster`.
+    """
+    cpus: Annotated[ProfileCpus | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The CPU request and limit.
+    """
+    memory_mb: Annotated[ProfileMemoryMb | None, Field(json_schema_extra={"x-not-null": True})] = None
+    """
+    The memory request and limit in MiB.
+    """
+
+
 class LocalExecutionProfile(WireModel):
     """
     Local execution by a native worker that the host starts as a child process on the host. The worker's root is the conversation's local project, and the conversation's permission mode and the host's OS sandbox apply as for `default: "local"`, which is the same as a profile `{"backend": "local"}` with every field omitted.
@@ -1167,7 +1249,8 @@ ExecutionProfile = TypeAliasType(
         | ApptainerExecutionProfile
         | ModalExecutionProfile
         | DaytonaExecutionProfile
-        | VercelExecutionProfile,
+        | VercelExecutionProfile
+        | KubernetesExecutionProfile,
         Field(discriminator="backend", title="ExecutionProfile"),
     ],
 )

@@ -243,6 +243,8 @@ PLAIN_DEFS: frozenset[str] = frozenset(
         "GitStatusArguments",
         "InitializeParams",
         "InitializeResult",
+        "KubernetesExecutionProfile",
+        "KubernetesNetworkMode",
         "ListDirArguments",
         "ListDirMetadata",
         "LocalExecutionProfile",
@@ -311,23 +313,24 @@ _PATTERN_11 = _Pattern("^/")
 _PATTERN_12 = _Pattern("^[^\\u0000\\n\\r]+\\Z")
 _PATTERN_13 = _Pattern("^[^-\\s\\u0000][^\\s\\u0000]*\\Z")
 _PATTERN_14 = _Pattern("^[^\\u0000]*\\S[^\\u0000]*\\Z")
-_PATTERN_15 = _Pattern("^[a-z][a-z0-9-]*\\Z")
-_PATTERN_16 = _Pattern("^[^\\u0000\\n\\r]*\\Z")
-_PATTERN_17 = _Pattern("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
-_PATTERN_18 = _Pattern("^[^\\[\\]\\\\\\u0000]+\\Z")
-_PATTERN_19 = _Pattern("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
-_PATTERN_20 = _Pattern("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
-_PATTERN_21 = _Pattern(
+_PATTERN_15 = _Pattern("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\Z")
+_PATTERN_16 = _Pattern("^[a-z][a-z0-9-]*\\Z")
+_PATTERN_17 = _Pattern("^[^\\u0000\\n\\r]*\\Z")
+_PATTERN_18 = _Pattern("^!?[^!\\[\\]\\\\\\u0000][^\\[\\]\\\\\\u0000]*\\Z")
+_PATTERN_19 = _Pattern("^[^\\[\\]\\\\\\u0000]+\\Z")
+_PATTERN_20 = _Pattern("^[a-z0-9]+(-[a-z0-9]+)*\\Z")
+_PATTERN_21 = _Pattern("^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+\\Z")
+_PATTERN_22 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)*\\Z"
 )
-_PATTERN_22 = _Pattern(
+_PATTERN_23 = _Pattern(
     "^(?![^\\n\\r\\u2028\\u2029]*(^|/)\\.\\.?(/|\\Z))[^/\\[\\]\\\\]+(/[^/\\[\\]\\\\]+)+\\Z"
 )
-_PATTERN_23 = _Pattern("^[A-Za-z0-9._:-]+\\Z")
-_PATTERN_24 = _Pattern(
+_PATTERN_24 = _Pattern("^[A-Za-z0-9._:-]+\\Z")
+_PATTERN_25 = _Pattern(
     "^([^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.[^/\\\\\\x00-\\x1f.][^/\\\\\\x00-\\x1f]*|\\.\\.[^/\\\\\\x00-\\x1f]+)\\Z"
 )
-_PATTERN_25 = _Pattern("^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z")
+_PATTERN_26 = _Pattern("^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\\Z")
 
 
 class ActorKind(StrEnum):
@@ -441,6 +444,15 @@ class FileRootKind(StrEnum):
     """A registered user workspace: writable by `standard` commands."""
     TEMPORARY = "temporary"
     """The system temporary directory: open to the dedicated tools, never a writable root of a command (a command writes its private temporary directory instead)."""
+
+
+class KubernetesNetworkMode(StrEnum):
+    """The network of a Kubernetes pod."""
+
+    NONE = "none"
+    """No traffic in or out: a NetworkPolicy that selects the pod alone and allows nothing, created before the pod and deleted with it. It isolates the pod only where the cluster's network plugin enforces NetworkPolicies."""
+    CLUSTER = "cluster"
+    """The cluster's pod network, as the namespace's own policies allow."""
 
 
 class PermissionMode(StrEnum):
@@ -1510,7 +1522,8 @@ class ExecutionEnvironments(PlainModel):
         | ApptainerExecutionProfile
         | ModalExecutionProfile
         | DaytonaExecutionProfile
-        | VercelExecutionProfile,
+        | VercelExecutionProfile
+        | KubernetesExecutionProfile,
     ]
 
     @classmethod
@@ -2494,6 +2507,186 @@ _InitializeResult_WIRE: dict[str, str] = {
     "capabilities": "capabilities",
     "methods": "methods",
     "worker": "worker",
+}
+
+
+class KubernetesExecutionProfile(PlainModel):
+    """A Kubernetes pod per conversation, from a worker image, through the official `kubernetes` Python client and the user's kubeconfig. It goes beyond the source documents, for users who outgrow one machine. The worker's stdio travels over the API server's attach stream (exec into a persistent pod), which needs the `v5.channel.k8s.io` stream protocol (Kubernetes 1.30 or later) to give the worker its EOF; without it startup fails. The pod mounts no service account token and gets no service environment variables, so workspace commands see no cluster credentials. Requests and limits are both the profile's `cpus` and `memory_mb`."""
+
+    __slots__ = (
+        "backend",
+        "image",
+        "workspace",
+        "namespace",
+        "context",
+        "kubeconfig",
+        "shared",
+        "persistent",
+        "forward_env",
+        "worker",
+        "lifetime_seconds",
+        "shutdown_timeout_ms",
+        "network",
+        "cpus",
+        "memory_mb",
+    )
+    __fields__ = (
+        ("backend", "backend", True, None),
+        ("image", "image", True, None),
+        ("workspace", "workspace", True, None),
+        ("namespace", "namespace", False, "default"),
+        ("context", "context", False, None),
+        ("kubeconfig", "kubeconfig", False, None),
+        ("shared", "shared", False, False),
+        ("persistent", "persistent", False, False),
+        ("forward_env", "forward_env", False, None),
+        ("worker", "worker", False, None),
+        ("lifetime_seconds", "lifetime_seconds", False, 600),
+        ("shutdown_timeout_ms", "shutdown_timeout_ms", False, 30000),
+        ("network", "network", False, KubernetesNetworkMode.CLUSTER),
+        ("cpus", "cpus", False, None),
+        ("memory_mb", "memory_mb", False, None),
+    )
+    backend: str
+    image: str
+    workspace: str
+    namespace: str
+    context: str | None
+    kubeconfig: str | None
+    shared: bool
+    persistent: bool
+    forward_env: list[str] | None
+    worker: list[str] | None
+    lifetime_seconds: int
+    shutdown_timeout_ms: int
+    network: KubernetesNetworkMode
+    cpus: float | None
+    memory_mb: int | None
+
+    @classmethod
+    def _decode(cls, value: Any, at: str) -> Self:
+        if type(value) is not dict:
+            if isinstance(value, cls):
+                return value
+            raise Invalid(at, "is not an object")
+        self = cls.__new__(cls)
+        for key in value:
+            if key not in _KubernetesExecutionProfile_WIRE:
+                raise Invalid(_at(at, key), "is not a field of KubernetesExecutionProfile")
+        self._extra = None
+        self._set = frozenset(_KubernetesExecutionProfile_WIRE[key] for key in value)
+        if "backend" not in value:
+            raise Invalid(_at(at, "backend"), "is required")
+        self.backend = _check_KubernetesExecutionProfile_backend(value["backend"], _at(at, "backend"))
+        if "image" not in value:
+            raise Invalid(_at(at, "image"), "is required")
+        self.image = _check_ContainerImageReference(value["image"], _at(at, "image"))
+        if "workspace" not in value:
+            raise Invalid(_at(at, "workspace"), "is required")
+        self.workspace = _check_ProfileAbsolutePath(value["workspace"], _at(at, "workspace"))
+        found = value.get("namespace", _ABSENT)
+        if found is _ABSENT:
+            self.namespace = "default"
+        else:
+            if found is None:
+                raise Invalid(_at(at, "namespace"), "is null")
+            self.namespace = _check_KubernetesExecutionProfile_namespace(found, _at(at, "namespace"))
+        found = value.get("context", _ABSENT)
+        if found is _ABSENT:
+            self.context = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "context"), "is null")
+            self.context = _check_KubernetesExecutionProfile_context(found, _at(at, "context"))
+        found = value.get("kubeconfig", _ABSENT)
+        if found is _ABSENT:
+            self.kubeconfig = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "kubeconfig"), "is null")
+            self.kubeconfig = _check_ProfileAbsolutePath(found, _at(at, "kubeconfig"))
+        found = value.get("shared", _ABSENT)
+        if found is _ABSENT:
+            self.shared = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shared"), "is null")
+            self.shared = _check_ProfileShared(found, _at(at, "shared"))
+        found = value.get("persistent", _ABSENT)
+        if found is _ABSENT:
+            self.persistent = False
+        else:
+            if found is None:
+                raise Invalid(_at(at, "persistent"), "is null")
+            self.persistent = _check_ProfilePersistent(found, _at(at, "persistent"))
+        found = value.get("forward_env", _ABSENT)
+        if found is _ABSENT:
+            self.forward_env = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "forward_env"), "is null")
+            self.forward_env = _check_ProfileForwardEnv(found, _at(at, "forward_env"))
+        found = value.get("worker", _ABSENT)
+        if found is _ABSENT:
+            self.worker = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "worker"), "is null")
+            self.worker = _check_ProfileArgv(found, _at(at, "worker"))
+        found = value.get("lifetime_seconds", _ABSENT)
+        if found is _ABSENT:
+            self.lifetime_seconds = 600
+        else:
+            if found is None:
+                raise Invalid(_at(at, "lifetime_seconds"), "is null")
+            self.lifetime_seconds = _check_ProfileLifetimeSeconds(found, _at(at, "lifetime_seconds"))
+        found = value.get("shutdown_timeout_ms", _ABSENT)
+        if found is _ABSENT:
+            self.shutdown_timeout_ms = 30000
+        else:
+            if found is None:
+                raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
+            self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
+        found = value.get("network", _ABSENT)
+        if found is _ABSENT:
+            self.network = KubernetesNetworkMode.CLUSTER
+        else:
+            if found is None:
+                raise Invalid(_at(at, "network"), "is null")
+            self.network = _check_KubernetesNetworkMode(found, _at(at, "network"))
+        found = value.get("cpus", _ABSENT)
+        if found is _ABSENT:
+            self.cpus = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "cpus"), "is null")
+            self.cpus = _check_ProfileCpus(found, _at(at, "cpus"))
+        found = value.get("memory_mb", _ABSENT)
+        if found is _ABSENT:
+            self.memory_mb = None
+        else:
+            if found is None:
+                raise Invalid(_at(at, "memory_mb"), "is null")
+            self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
+        return self
+
+
+_KubernetesExecutionProfile_WIRE: dict[str, str] = {
+    "backend": "backend",
+    "image": "image",
+    "workspace": "workspace",
+    "namespace": "namespace",
+    "context": "context",
+    "kubeconfig": "kubeconfig",
+    "shared": "shared",
+    "persistent": "persistent",
+    "forward_env": "forward_env",
+    "worker": "worker",
+    "lifetime_seconds": "lifetime_seconds",
+    "shutdown_timeout_ms": "shutdown_timeout_ms",
+    "network": "network",
+    "cpus": "cpus",
+    "memory_mb": "memory_mb",
 }
 
 
@@ -4884,6 +5077,7 @@ ExecutionProfile = (
     | ModalExecutionProfile
     | DaytonaExecutionProfile
     | VercelExecutionProfile
+    | KubernetesExecutionProfile
 )
 """One execution environment, selected by `backend`; each backend has its own closed set of fields, and a field of another backend is an unknown field. Rules common to every backend: (1) Every environment runs a worker that speaks the v4 execution-worker protocol; the host and the worker MUST be the same Wuu revision, and a protocol mismatch stops execution. (2) The host MUST apply every resource and network setting the profile gives (`cpus`, `memory_mb`, `network`, `mount_read_only`); a backend or host that cannot apply one fails startup with an error naming the field and MUST NOT run without it. (3) Container and VM isolation is separate from the conversation's permission mode: the worker still enforces the mode inside the environment. (4) Cloud credentials (Modal, Daytona, Vercel) come from the provider's normal SDK or CLI login; the host transport uses them to provision the environment and MUST NOT forward them to workspace commands unless they are named in `forward_env`. (5) A transport disconnect never replays the interrupted tool call: its outcome is reported as unknown, and a later call can reconnect to the saved worker. Background process controls address the environment's own process registry, never a host PID. (6) Omitted or zero `shutdown_timeout_ms` and `lifetime_seconds` resolve to the backend's defaults. `x-backend-defaults` lists, per backend, every field of that branch that has a single default, with the value used when the field is omitted (or zero, for `shutdown_timeout_ms` and `lifetime_seconds`); it equals the `default` keywords of the branch's properties."""
 
@@ -5328,9 +5522,11 @@ def _check_ExecutionProfile(value: Any, at: str) -> Any:
         return DaytonaExecutionProfile._decode(value, at)
     if tag == "vercel":
         return VercelExecutionProfile._decode(value, at)
+    if tag == "kubernetes":
+        return KubernetesExecutionProfile._decode(value, at)
     raise Invalid(
         _at(at, "backend"),
-        "is not one of local, command, docker, ssh, singularity, apptainer, modal, daytona, vercel",
+        "is not one of local, command, docker, ssh, singularity, apptainer, modal, daytona, vercel, kubernetes",
     )
 
 
@@ -5784,6 +5980,38 @@ def _check_InitializeResult_version(value: Any, at: str) -> Any:
     if value > 4:
         raise Invalid(at, "is more than the maximum 4")
     return value
+
+
+def _check_KubernetesExecutionProfile_backend(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value != "kubernetes" or type(value) is not str:
+        raise Invalid(at, 'is not "kubernetes"')
+    return value
+
+
+def _check_KubernetesExecutionProfile_context(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if len(value) < 1:
+        raise Invalid(at, "is shorter than 1 characters")
+    return value
+
+
+def _check_KubernetesExecutionProfile_namespace(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if not _PATTERN_15.search(value):
+        raise Invalid(at, "does not match '^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$'")
+    return value
+
+
+def _check_KubernetesNetworkMode(value: Any, at: str) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(at, "is not a string")
+    if value not in KubernetesNetworkMode._value2member_map_:
+        raise Invalid(at, "is not one of none, cluster")
+    return KubernetesNetworkMode(value)
 
 
 def _check_ListDirArguments_depth(value: Any, at: str) -> Any:
@@ -6330,7 +6558,7 @@ def _check_RedactionRule_description(value: Any, at: str) -> Any:
 def _check_RedactionRule_id(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_15.search(value):
+    if not _PATTERN_16.search(value):
         raise Invalid(at, "does not match '^[a-z][a-z0-9-]*$'")
     return value
 
@@ -6470,7 +6698,7 @@ def _check_SearchContentArguments_globs_item(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 257:
         raise Invalid(at, "is longer than 257 characters")
-    if not _PATTERN_17.search(value):
+    if not _PATTERN_18.search(value):
         raise Invalid(
             at, "does not match '^!?[^!\\\\[\\\\]\\\\\\\\\\\\u0000][^\\\\[\\\\]\\\\\\\\\\\\u0000]*$'"
         )
@@ -6514,7 +6742,7 @@ def _check_SearchContentArguments_pattern(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 4096:
         raise Invalid(at, "is longer than 4096 characters")
-    if not _PATTERN_16.search(value):
+    if not _PATTERN_17.search(value):
         raise Invalid(at, "does not match '^[^\\\\u0000\\\\n\\\\r]*$'")
     return value
 
@@ -6599,7 +6827,7 @@ def _check_SearchGlob(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 256:
         raise Invalid(at, "is longer than 256 characters")
-    if not _PATTERN_18.search(value):
+    if not _PATTERN_19.search(value):
         raise Invalid(at, "does not match '^[^\\\\[\\\\]\\\\\\\\\\\\u0000]+$'")
     return value
 
@@ -6679,7 +6907,7 @@ def _check_SensitiveHomeRule_reason(value: Any, at: str) -> Any:
 def _check_SensitiveNameGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_20.search(value):
+    if not _PATTERN_21.search(value):
         raise Invalid(at, "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+$'")
     return value
 
@@ -6716,7 +6944,7 @@ def _check_SensitivePathRule(value: Any, at: str) -> Any:
 def _check_SensitivePathRuleId(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_19.search(value):
+    if not _PATTERN_20.search(value):
         raise Invalid(at, "does not match '^[a-z0-9]+(-[a-z0-9]+)*$'")
     return value
 
@@ -6777,7 +7005,7 @@ def _check_SensitivePathSuffixRule_reason(value: Any, at: str) -> Any:
 def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_21.search(value):
+    if not _PATTERN_22.search(value):
         raise Invalid(
             at,
             "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+(/[^/\\\\[\\\\]\\\\\\\\]+)*$'",
@@ -6788,7 +7016,7 @@ def _check_SensitiveRelativeGlob(value: Any, at: str) -> Any:
 def _check_SensitiveSuffixGlob(value: Any, at: str) -> Any:
     if not isinstance(value, str):
         raise Invalid(at, "is not a string")
-    if not _PATTERN_22.search(value):
+    if not _PATTERN_23.search(value):
         raise Invalid(
             at,
             "does not match '^(?!.*(^|/)\\\\.\\\\.?(/|$))[^/\\\\[\\\\]\\\\\\\\]+(/[^/\\\\[\\\\]\\\\\\\\]+)+$'",
@@ -6908,7 +7136,7 @@ def _check_UserInputAttachment_filename(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 255:
         raise Invalid(at, "is longer than 255 characters")
-    if not _PATTERN_24.search(value):
+    if not _PATTERN_25.search(value):
         raise Invalid(
             at,
             "does not match '^([^/\\\\\\\\\\\\x00-\\\\x1f.][^/\\\\\\\\\\\\x00-\\\\x1f]*|\\\\.[^/\\\\\\\\\\\\x00-\\\\x1f.][^/\\\\\\\\\\\\x00-\\\\x1f]*|\\\\.\\\\.[^/\\\\\\\\\\\\x00-\\\\x1f]+)$'",
@@ -6923,7 +7151,7 @@ def _check_UserInputAttachment_media_type(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 3 characters")
     if len(value) > 255:
         raise Invalid(at, "is longer than 255 characters")
-    if not _PATTERN_25.search(value):
+    if not _PATTERN_26.search(value):
         raise Invalid(
             at, "does not match '^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$'"
         )
@@ -6997,7 +7225,7 @@ def _check_UserInput_client_input_id(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 128:
         raise Invalid(at, "is longer than 128 characters")
-    if not _PATTERN_23.search(value):
+    if not _PATTERN_24.search(value):
         raise Invalid(at, "does not match '^[A-Za-z0-9._:-]+$'")
     return value
 
@@ -7009,7 +7237,7 @@ def _check_UserInput_request_id(value: Any, at: str) -> Any:
         raise Invalid(at, "is shorter than 1 characters")
     if len(value) > 128:
         raise Invalid(at, "is longer than 128 characters")
-    if not _PATTERN_23.search(value):
+    if not _PATTERN_24.search(value):
         raise Invalid(at, "does not match '^[A-Za-z0-9._:-]+$'")
     return value
 

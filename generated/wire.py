@@ -91,6 +91,7 @@ SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset(
         "DaytonaExecutionProfile",
         "DockerExecutionProfile",
         "ExecutionEnvironments",
+        "KubernetesExecutionProfile",
         "LocalExecutionProfile",
         "ModalExecutionProfile",
         "SingularityExecutionProfile",

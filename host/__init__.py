@@ -17,8 +17,9 @@ The execution environments:
 - `backends`: `environment_for(profile)` and one module per backend: `local` and `command` (a child
   process, `base.ChildProcess`), `docker` (a container, through a Docker exec), `ssh` (a detached worker
   on a server, started by the package's `ssh_launcher.sh`), `apptainer` (`apptainer` and `singularity`:
-  the runtime as a child process) and `cloud` (`modal`, `daytona`, `vercel`: the host transport
-  `cloud_transport.py`, a child process with the provider's SDK).
+  the runtime as a child process), `cloud` (`modal`, `daytona`, `vercel`: the host transport
+  `cloud_transport.py`, a child process with the provider's SDK) and `kubernetes` (a pod, over the API
+  server's attach stream).
 - `adapter`: serves the v4 worker protocol on stdio through a profile's environment, relaying with
   `wuu.worker.relay` and one `initialize` interceptor (the environment's binding, the forwarded
   variables).

@@ -15,6 +15,7 @@ from wuu.generated.plain import (
     DaytonaExecutionProfile,
     DockerExecutionProfile,
     ExecutionProfile,
+    KubernetesExecutionProfile,
     LocalExecutionProfile,
     ModalExecutionProfile,
     SingularityExecutionProfile,
@@ -29,7 +30,7 @@ from .base import Environment
 
 # Backend -> the top-level module of its optional SDK, and the extra that installs it (the cloud backends'
 # SDKs are the host transport's, checked by `cloud`).
-_SDKS = {"docker": "docker", "ssh": "asyncssh"}
+_SDKS = {"docker": "docker", "ssh": "asyncssh", "kubernetes": "kubernetes"}
 
 
 def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted | None = None) -> Environment:
@@ -63,6 +64,10 @@ def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted |
             from .cloud import CloudEnvironment
 
             return CloudEnvironment(Profile(profile.name, settings))
+        if isinstance(settings, KubernetesExecutionProfile):
+            from .kubernetes import KubernetesEnvironment
+
+            return KubernetesEnvironment(Profile(profile.name, settings))
     except ModuleNotFoundError as missing:
         sdk = _SDKS.get(profile.backend)
         if sdk is None or (missing.name or "").partition(".")[0] != sdk:
