@@ -398,6 +398,9 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    except Exception as error:  # the provider's refusal: no credentials, a quota, an image it cannot pull
+        print(f"wuu {backend}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -104,6 +104,43 @@ def test_an_interpreter_without_the_sdk_is_a_clear_error(tmp_path: Path) -> None
     assert "wuu modal: the modal SDK is not installed for" in run.stderr
 
 
+@pytest.mark.parametrize(
+    ("backend", "says"),
+    [
+        ("modal", "AuthError: Token missing"),
+        ("daytona", "DaytonaAuthenticationError: Authentication credentials not found"),
+        ("vercel", "SandboxCredentialsError: Missing credentials"),
+    ],
+)
+async def test_missing_credentials_end_the_connection_with_the_providers_message(
+    tmp_path: Path, backend: str, says: str
+) -> None:
+    """Through `wuu-host adapter`, with no login of the provider (and its API pointed at a closed local
+    port, so nothing leaves this machine): the connection ends before `initialize`, saying why."""
+    from wuu.worker.client import ConnectionLost, WorkerClient
+
+    path = tmp_path / "config.json"
+    profile = {"backend": backend, "image": "registry.example/wuu:1", "workspace": "/ws"}
+    path.write_text(
+        json.dumps({"execution_environments": {"profiles": {"cloud": profile}}}), encoding="utf-8"
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "MODAL_SERVER_URL": "http://127.0.0.1:9",
+        "DAYTONA_API_URL": "http://127.0.0.1:9/api",
+    }
+    argv = [sys.executable, "-m", "wuu.host", "adapter", "--config", str(path), "--profile", "cloud"]
+    client = await WorkerClient.spawn(argv, env=env, cwd=tmp_path)
+    with pytest.raises(ConnectionLost):
+        await asyncio.wait_for(
+            client.request("initialize", {"version": 4, "root": "/ws", "session": "s"}), 60
+        )
+    outcome = await client.close(60)
+    assert outcome.returncode != 0
+    assert f"wuu {backend}: {says}".encode() in outcome.stderr, outcome.stderr
+
+
 # --- Modal ------------------------------------------------------------------------------------------
 
 
