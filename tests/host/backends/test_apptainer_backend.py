@@ -96,6 +96,31 @@ def environment(settings: dict[str, Any], environ: dict[str, str]) -> ApptainerE
     return ApptainerEnvironment(profile, environ)
 
 
+async def test_the_conformance_suite_passes_through_the_backend_on_the_fake_runtime(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every case, each connection with a workspace directory of its own: what the fake cannot show is what a
+    real container changes (the live test's)."""
+    name = runtime.add("conformance")
+    for variable in ("PATH", "WUU_HOME", "FAKE_APPTAINER_LOG"):
+        monkeypatch.setenv(variable, runtime.env[variable])
+    monkeypatch.delenv("WUU_CONVERSATION", raising=False)
+    command = [
+        sys.executable,
+        "-m",
+        "wuu.host",
+        "adapter",
+        "--config",
+        str(runtime.config),
+        "--profile",
+        name,
+    ]
+    await passes_every_case(command, "through the apptainer backend (fake runtime)", DEADLINE)
+    assert len(runtime.runs()) > 50
+    [kept] = (runtime.home / "environments" / "apptainer").iterdir()
+    assert list(kept.iterdir()) == [], "every connection's workspace directory is gone"
+
+
 def test_the_profile_maps_onto_the_runtimes_options(runtime: Runtime) -> None:
     settings = {
         "backend": "apptainer",
