@@ -72,7 +72,9 @@ class ExecutionBackendV4:
     `WorkerError` fails the initialize and kills the connection). `methods` maps protocol method
     names to handlers; every method not in it is answered `unsupported_method`, never substituted.
     `close` runs once at the end of the connection, after every handler has drained; its errors are
-    reported. `capabilities` are those the provider honours; the SDK grants the requested subset.
+    reported. `capabilities` are those the provider honours; the SDK grants the requested subset, and
+    `process.start.v1` only to a backend with both `process/start` and `process/list` (available), whose
+    replies it checks for the host's `operation_id`: keeping it in durable records is the provider's part.
     """
 
     initialize: Callable[[InitializeParams, RequestContext], Awaitable[None]]

@@ -44,6 +44,8 @@ log = logging.getLogger("wuu.worker")
 
 REQUEST_KEYS = frozenset({"id", "method", "token", "data"})
 START_CAPABILITY = "process.start.v1"
+START_METHODS = frozenset({"process/start", "process/list"})
+"""The handlers without which `process.start.v1` is never granted, whatever the backend declares."""
 
 
 class _State(Enum):
@@ -247,8 +249,10 @@ class Connection:
             for name, handler in available.items()
             if (spec := WORKER_METHODS.get(name)) is not None and spec.direction == "host_to_worker"
         }
-        requested = set(params.capabilities or ())
-        self.granted = frozenset(requested & set(self._backend.capabilities))
+        honoured = set(self._backend.capabilities)
+        if not available.keys() >= START_METHODS:  # the SDK's identity check needs both replies
+            honoured.discard(START_CAPABILITY)
+        self.granted = frozenset(set(params.capabilities or ()) & honoured)
         result = InitializeResult(
             version=WORKER_PROTOCOL_VERSION,
             capabilities=sorted(self.granted),

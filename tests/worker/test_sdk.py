@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import orjson
@@ -44,8 +45,25 @@ async def test_initialize_reply_lists_methods_and_grants_requested_capabilities(
     data = await initialize(worker, tmp_path / "ws", capabilities=["process.start.v1", "unknown.v9"])
     assert data["version"] == 4
     assert data["capabilities"] == ["process.start.v1"]
-    assert data["methods"] == ["cancel", "execute", "initialize", "process/get", "process/start"]
+    assert data["methods"] == [
+        "cancel",
+        "execute",
+        "initialize",
+        "process/get",
+        "process/list",
+        "process/start",
+    ]
     assert data["worker"]["name"]
+
+
+async def test_process_start_v1_is_not_granted_without_process_list(
+    spawn_client: Spawner, tmp_path: Path
+) -> None:
+    """The backend declares the capability, but without `process/list` the SDK cannot stand behind it."""
+    worker = await spawn_client(SDK_WORKER, env={**os.environ, "WUU_TEST_WITHOUT_LIST": "1"})
+    data = await initialize(worker, tmp_path / "ws", capabilities=["process.start.v1"])
+    assert data["capabilities"] == []
+    assert "process/list" not in data["methods"] and "process/start" in data["methods"]
 
 
 async def test_equal_reinitialize_returns_the_same_reply(worker: WorkerClient, tmp_path: Path) -> None:
