@@ -10,7 +10,7 @@ PACKAGES := $(foreach pkg,generated worker host conformance,$(if $(wildcard $(pk
 
 ENGINES := .cache/engines
 # The external engines' CLIs the engine-adapter tests run, pinned (their npm packages ship native binaries).
-ENGINE_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332
+ENGINE_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 typescript@5.9.3
 
 .PHONY: all venv engines bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal clean
 
@@ -24,7 +24,8 @@ $(READY): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## engines: install the Codex and Claude Code CLIs under .cache/engines (npm), for the engine-adapter tests
+## engines: install the Codex and Claude Code CLIs under .cache/engines (npm), for the engine-adapter tests, and
+## TypeScript's compiler, which type-checks the Node SDK's generated declarations
 engines:
 	npm install --prefix $(ENGINES) --no-audit --no-fund --no-save --loglevel=error $(ENGINE_PACKAGES)
 

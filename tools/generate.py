@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools import openapi, speclint
+from tools import openapi, speclint, typescript
 from tools.plain import generate_plain, plain_enums
 from tools.spec import ROOT, SPEC, area_of_defs, bundle, catalogs, method_row, tool_row
 from tools.templates.keywords import (
@@ -692,6 +692,8 @@ def generate(out: Path) -> None:
         out, share_enums(models_source, plain_enums(spec_bundle, worker_methods, schema_checked))
     )
     generate_catalog(out, spec_bundle)
+    write(out / "node" / "schemas.mjs", typescript.schemas_module(spec_bundle, worker_methods))
+    write(out / "node" / "protocol.d.ts", typescript.declarations(spec_bundle, worker_methods))
     generate_clients(out)
     generate_servers(out)
     generate_protos(out)

