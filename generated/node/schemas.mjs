@@ -130,6 +130,7 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "replace_all": {
+        "default": false,
         "type": "boolean"
       }
     },
@@ -426,6 +427,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "max_bytes": {
+        "default": 1048576,
         "maximum": 8388608,
         "minimum": 1,
         "type": "integer"
@@ -517,6 +519,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -541,6 +544,7 @@ export const SCHEMAS = Object.freeze({
         "$ref": "#/$defs/GitBranchName"
       },
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -561,6 +565,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -583,6 +588,7 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       }
@@ -596,6 +602,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -607,6 +614,7 @@ export const SCHEMAS = Object.freeze({
         "type": "array"
       },
       "staged": {
+        "default": false,
         "type": "boolean"
       }
     },
@@ -617,11 +625,13 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "max_count": {
+        "default": 20,
         "maximum": 200,
         "minimum": 1,
         "type": "integer"
       },
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -682,6 +692,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -698,6 +709,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       }
@@ -717,7 +729,8 @@ export const SCHEMAS = Object.freeze({
         "uniqueItems": true
       },
       "command_network": {
-        "$ref": "#/$defs/CommandNetwork"
+        "$ref": "#/$defs/CommandNetwork",
+        "default": "unrestricted"
       },
       "environment": {
         "additionalProperties": {
@@ -741,9 +754,11 @@ export const SCHEMAS = Object.freeze({
         "type": "object"
       },
       "remove_workspace_on_exit": {
+        "default": false,
         "type": "boolean"
       },
       "require_existing_workspace": {
+        "default": false,
         "type": "boolean"
       },
       "root": {
@@ -808,11 +823,13 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "depth": {
+        "default": 1,
         "maximum": 64,
         "minimum": 1,
         "type": "integer"
       },
       "include_hidden": {
+        "default": false,
         "type": "boolean"
       },
       "path": {
@@ -950,16 +967,19 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "MaxBytes": {
+        "default": 65536,
         "maximum": 8388608,
         "minimum": 1,
         "type": "integer"
       },
       "MinDwell": {
+        "default": 0,
         "maximum": 9223372036854775807n,
         "minimum": 0,
         "type": "integer"
       },
       "OffsetBytes": {
+        "default": 0,
         "maximum": 9223372036854775807n,
         "minimum": 0,
         "type": "integer"
@@ -969,6 +989,7 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "Wait": {
+        "default": 0,
         "maximum": 9223372036854775807n,
         "minimum": 0,
         "type": "integer"
@@ -1065,9 +1086,11 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "output_flow": {
-        "$ref": "#/$defs/ProcessOutputFlow"
+        "$ref": "#/$defs/ProcessOutputFlow",
+        "default": "drop_oldest"
       },
       "output_retention_bytes": {
+        "default": 8388608,
         "maximum": 67108864,
         "minimum": 1048576,
         "type": "integer"
@@ -1076,6 +1099,7 @@ export const SCHEMAS = Object.freeze({
         "$ref": "#/$defs/PermissionMode"
       },
       "stdin": {
+        "default": false,
         "type": "boolean"
       },
       "timeout_ms": {
@@ -1103,6 +1127,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "grace_ms": {
+        "default": 5000,
         "maximum": 2147483647,
         "minimum": 0,
         "type": "integer"
@@ -1112,7 +1137,8 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "signal": {
-        "$ref": "#/$defs/ProcessSignal"
+        "$ref": "#/$defs/ProcessSignal",
+        "default": "TERM"
       }
     },
     "required": [
@@ -1124,6 +1150,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "close": {
+        "default": false,
         "type": "boolean"
       },
       "data": {
@@ -1144,11 +1171,13 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "max_bytes": {
+        "default": 1048576,
         "maximum": 8388608,
         "minimum": 1,
         "type": "integer"
       },
       "offset_bytes": {
+        "default": 0,
         "maximum": 9223372036854775807n,
         "minimum": 0,
         "type": "integer"
@@ -1298,6 +1327,7 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "case_sensitive": {
+        "default": true,
         "type": "boolean"
       },
       "globs": {
@@ -1311,17 +1341,21 @@ export const SCHEMAS = Object.freeze({
         "type": "array"
       },
       "include_hidden": {
+        "default": false,
         "type": "boolean"
       },
       "literal": {
+        "default": false,
         "type": "boolean"
       },
       "max_results": {
+        "default": 100,
         "maximum": 1000,
         "minimum": 1,
         "type": "integer"
       },
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -1365,14 +1399,17 @@ export const SCHEMAS = Object.freeze({
     "additionalProperties": false,
     "properties": {
       "include_hidden": {
+        "default": false,
         "type": "boolean"
       },
       "max_results": {
+        "default": 500,
         "maximum": 5000,
         "minimum": 1,
         "type": "integer"
       },
       "path": {
+        "default": ".",
         "minLength": 1,
         "type": "string"
       },
@@ -1490,6 +1527,7 @@ export const SCHEMAS = Object.freeze({
         "type": "string"
       },
       "create_dirs": {
+        "default": false,
         "type": "boolean"
       },
       "path": {

@@ -3,10 +3,12 @@
 //
 // `errors(name, value)` lists every error, each with the dotted path of the value it is about and, for a
 // missing, unknown or misnamed field, that field's name (`field`); `check(name, value)` throws the first as
-// a SchemaError naming the field. Integers are Numbers without a fraction or BigInts; a JSON parser that keeps
-// `4.0` apart from `4` must box the former for it to count as a non-integer.
+// a SchemaError naming the field. Values are as `json.mjs` parses them: an integer is a Number without a
+// fraction or a BigInt, and a literal written with a fraction or an exponent is a JsonFloat, a number that is
+// never an integer.
 
 import { SCHEMAS } from '../../../generated/node/schemas.mjs';
+import { JsonFloat } from './json.mjs';
 
 export { SCHEMAS };
 
@@ -40,9 +42,9 @@ export function errors(name, value) {
 }
 
 const join = (path, key) => (path === '' ? String(key) : `${path}.${key}`);
-const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof JsonFloat);
 const isInteger = (v) => (typeof v === 'number' && Number.isInteger(v)) || typeof v === 'bigint';
-const isNumber = (v) => (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'bigint';
+const isNumber = (v) => (typeof v === 'number' && Number.isFinite(v)) || typeof v === 'bigint' || v instanceof JsonFloat;
 const codePoints = (s) => [...s].length;
 const compare = (a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0);
 const numeric = (v) => (typeof v === 'bigint' || Number.isInteger(v) ? v : null);
@@ -63,6 +65,7 @@ function canonical(value) {
   if (isObject(value)) {
     return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
   }
+  if (value instanceof JsonFloat) return JSON.stringify(value.value);
   return typeof value === 'bigint' ? value.toString() : JSON.stringify(value);
 }
 
@@ -148,8 +151,9 @@ function strings(schema, value, fail) {
 
 function numbers(schema, value, fail) {
   const n = numeric(value);
+  const number = value instanceof JsonFloat ? value.value : Number(value);
   const exact = (limit) => typeof limit === 'bigint' || Number.isInteger(limit);
-  const bound = (limit) => (n !== null && exact(limit) ? compare(n, limit) : Math.sign(Number(value) - Number(limit)));
+  const bound = (limit) => (n !== null && exact(limit) ? compare(n, limit) : Math.sign(number - Number(limit)));
   if (schema.minimum !== undefined && bound(schema.minimum) < 0) fail(`must be at least ${schema.minimum}`);
   if (schema.maximum !== undefined && bound(schema.maximum) > 0) fail(`must be at most ${schema.maximum}`);
   if (schema.exclusiveMinimum !== undefined && bound(schema.exclusiveMinimum) <= 0) {

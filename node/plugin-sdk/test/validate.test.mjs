@@ -7,6 +7,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
+import { parse } from '../src/json.mjs';
 import { check, errors, fieldPath, SchemaError, SCHEMAS } from '../src/validate.mjs';
 
 const EXAMPLES = fileURLToPath(new URL('../../../spec/examples/worker/', import.meta.url));
@@ -48,4 +49,6 @@ test('integers are exact: BigInt beyond 2^53, and bounds compared as integers', 
   const over = errors('ProcessReadParams', { Process: 'p', OffsetBytes: 9223372036854775808n });
   assert.deepEqual(over.map(fieldPath), ['OffsetBytes']);
   assert.deepEqual(errors('ProcessReadParams', { Process: 'p', OffsetBytes: 1.5 }).map(fieldPath), ['OffsetBytes']);
+  const written = parse('{"Process": "p", "OffsetBytes": 4.0}');
+  assert.deepEqual(errors('ProcessReadParams', written).map(fieldPath), ['OffsetBytes'], '4.0 is not an integer');
 });
