@@ -5,13 +5,16 @@ declarations checked by the compiler."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
-from tests.helpers import engine_cli
+from tests.helpers import engine_cli, passes_every_case, tool_cases_here
 from wuu.worker.native.run_code import find_node
 
 ROOT = Path(__file__).resolve().parents[2]
-TESTS = ROOT / "node" / "plugin-sdk" / "test"
+SDK = ROOT / "node" / "plugin-sdk"
+TESTS = SDK / "test"
+DEADLINE = 30.0
 
 
 def test_the_node_sdk_passes_its_own_tests() -> None:
@@ -40,3 +43,10 @@ def test_the_generated_declarations_type_check() -> None:
         check=False,
     )
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+
+
+async def test_a_delegating_node_worker_passes_the_worker_suite() -> None:
+    """The SDK's audited example: every method through delegateExecutionBackendV4 to the native worker, each
+    `execute` audited first."""
+    command = [find_node(), str(SDK / "examples" / "audited-worker.mjs"), sys.executable, "-m", "wuu.worker"]
+    await passes_every_case(command, "through the Node SDK's delegating example", DEADLINE, tool_cases_here())

@@ -92,7 +92,7 @@ class Connection {
   // --- input ----------------------------------------------------------------------------------------------
 
   async serve(input) {
-    const decoder = new TextDecoder('utf-8', { fatal: true });
+    const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }); // a BOM is not JSON: malformed
     let pending = [];
     let size = 0;
     const ending = new Promise((resolve) => {
