@@ -22,13 +22,14 @@ from wuu.host.userhost.grpc_service import GrpcServer
 from wuu.host.userhost.personal import personal
 from wuu.host.userhost.personal.phone import StandInPhone
 from wuu.host.userhost.tokens import TokenStore
+from wuu.worker.native.run_code import find_node
 
 README = ROOT / "README.md"
 
 
-def example(name: str) -> str:
-    """The code of the README's example `name` (a python block after `<!-- example: name -->`)."""
-    match = re.search(rf"<!-- example: {name} -->\n```python\n(.*?)```", README.read_text(), re.S)
+def example(name: str, language: str = "python") -> str:
+    """The code of the README's example `name` (a `language` block after `<!-- example: name -->`)."""
+    match = re.search(rf"<!-- example: {name} -->\n```{language}\n(.*?)```", README.read_text(), re.S)
     assert match, f"README has no example {name}"
     return match.group(1)
 
@@ -66,6 +67,31 @@ async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp
     script.write_text(example("memory-worker"))
     client = await spawn_client([sys.executable, str(script)])
     init = await initialize(client, tmp_path)
+    assert init["methods"] == ["cancel", "execute", "initialize"]
+    ok(await run_tool(client, "write_file", path="a", content="hello"))
+    assert ok(await run_tool(client, "read_file", path="a"))["output"] == "hello"
+    denied = await run_tool(client, "write_file", mode="read_only", path="a", content="x")
+    assert code(denied) == "permission_denied"
+    assert code(await run_tool(client, "list_dir", path=".")) == "unsupported_tool"
+    assert code(await client.request("process/list", {})) == "unsupported_method"
+    outcome = await client.close()
+    assert outcome.clean
+
+
+def test_the_node_example_worker_is_short() -> None:
+    lines = [line for line in example("node-memory-worker", "js").splitlines() if line.strip()]
+    assert len(lines) <= 30
+
+
+async def test_the_node_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
+    """As its user would run it: `@wuu/plugin-sdk` installed beside it (here a link to node/plugin-sdk)."""
+    package = tmp_path / "node_modules" / "@wuu" / "plugin-sdk"
+    package.parent.mkdir(parents=True)
+    package.symlink_to(ROOT / "node" / "plugin-sdk")
+    script = tmp_path / "memory-worker.mjs"
+    script.write_text(example("node-memory-worker", "js"))
+    client = await spawn_client([find_node(), str(script)])
+    init = await initialize(client, tmp_path / "ws")
     assert init["methods"] == ["cancel", "execute", "initialize"]
     ok(await run_tool(client, "write_file", path="a", content="hello"))
     assert ok(await run_tool(client, "read_file", path="a"))["output"] == "hello"
