@@ -2,5 +2,5 @@
 
 export { delegateExecutionBackendV4 } from './delegate.mjs';
 export { ERROR_CODES, WorkerError } from './errors.mjs';
-export { checked, runExecutionBackendV4 } from './run.mjs';
+export { checked, runExecutionBackendV4, toolArguments } from './run.mjs';
 export { check, errors, SchemaError } from './validate.mjs';

@@ -13,11 +13,14 @@
 // (cancel, or the connection's end), `lifetimeSignal` with the connection, and `invokeTool` works only while
 // the request is live.
 //
-// The connection ends at EOF, at a malformed frame (no reply) and at an output failure: every handler's
+// `toolArguments(request)` decodes and checks an `execute` request's arguments against the core tool's def.
+//
+// The connection ends at EOF, at a malformed frame (no reply), at an output failure and at SIGTERM, SIGINT or
+// SIGHUP: every handler's
 // signal aborts, the SDK waits for all of them, then runs `close` and exits (0; 1 if close failed or the
 // output failed).
 
-import { SCHEMAS, WORKER_CONSTANTS, WORKER_METHODS } from '../../../generated/node/schemas.mjs';
+import { SCHEMAS, WORKER_CONSTANTS, WORKER_METHODS, WORKER_TOOLS } from '../../../generated/node/schemas.mjs';
 import { WorkerError } from './errors.mjs';
 import { JsonSyntaxError, parse, plain, stringify } from './json.mjs';
 import { errors, fieldPath } from './validate.mjs';
@@ -38,11 +41,33 @@ export async function runExecutionBackendV4(backend, { input = process.stdin, ou
   return code;
 }
 
-/** `data` checked against def `name`: invalid_request naming the field, with the defs' defaults applied. */
-export function checked(name, data, code = 'invalid_request', what = '') {
+/** `data` checked against def `name`, its defaults applied; else a WorkerError `code` naming the field, its
+path under `root` (the dotted path of `data` itself, when it is a field of something larger), after `what`. */
+export function checked(name, data, code = 'invalid_request', what = '', root = '') {
   const [first] = errors(name, data);
-  if (first) throw new WorkerError(code, `${what}${fieldPath(first) || 'data'}: ${first.reason}`);
+  if (first) {
+    const field = fieldPath(first);
+    const where = root && field ? `${root}.${field}` : root || field || 'data';
+    throw new WorkerError(code, `${what}${where}: ${first.reason}`);
+  }
   return withDefaults(SCHEMAS[name], plain(data));
+}
+
+/** The arguments of an `execute` request, decoded from `call.arguments` and checked against the core tool's
+arguments def (unsupported_tool for a tool the spec does not name; invalid_request naming the field). */
+export function toolArguments(request) {
+  const tool = WORKER_TOOLS[request.tool];
+  if (!tool) throw new WorkerError('unsupported_tool', `${request.tool} is not a core tool`);
+  let args;
+  try {
+    args = parse(request.call.arguments);
+  } catch (error) {
+    throw new WorkerError('invalid_request', `call.arguments: not JSON: ${error.message}`);
+  }
+  if (args === null || typeof args !== 'object' || Array.isArray(args)) {
+    throw new WorkerError('invalid_request', 'call.arguments: not a JSON object');
+  }
+  return checked(tool.arguments, args, 'invalid_request', '', 'call.arguments');
 }
 
 function withDefaults(schema, value) {
@@ -122,11 +147,15 @@ class Connection {
     input.on('data', onData);
     input.once('end', () => this.end(size > 0 ? 'malformed frame: an unterminated last line' : 'end of input'));
     input.once('error', () => this.end('input failed'));
+    // A stop signal ends the connection as EOF does: drain, close, exit.
+    const signals = ['SIGTERM', 'SIGINT', 'SIGHUP'].map((name) => [name, () => this.end(name)]);
+    for (const [name, handler] of signals) process.on(name, handler);
     this.output.on('error', () => {
       this.outputFailed = true;
       this.end('output failed');
     });
     await ending;
+    for (const [name, handler] of signals) process.off(name, handler);
     input.off('data', onData);
     input.destroy(); // what follows a malformed frame is never read, and an open input must not keep us alive
     return this.shutdown();

@@ -53,8 +53,9 @@ const call = (id, tool, args = {}) => ({
   permission_mode: 'standard',
 });
 
-test('the connection rules', async () => {
+test('the connection rules', async (t) => {
   const worker = start();
+  t.after(() => worker.child.kill('SIGKILL'));
   const root = join(worker.directory, 'ws');
   assert.deepEqual(await worker.request('h0', 'execute', call('c', 'echo', { text: 'x' })), {
     id: 'h0',
