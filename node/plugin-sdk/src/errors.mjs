@@ -6,6 +6,9 @@ import { SCHEMAS } from '../../../generated/node/schemas.mjs';
 /** The error codes of the spec. */
 export const ERROR_CODES = Object.freeze([...SCHEMAS.ErrorCode.enum]);
 
+/** `text` with each line terminator a space: an error string is one line. */
+export const oneLine = (text) => text.replace(/[\r\n\u2028\u2029]/g, ' ');
+
 /** An error with a protocol code; a handler throws one to answer with it. */
 export class WorkerError extends Error {
   constructor(code, message = '') {
@@ -15,9 +18,9 @@ export class WorkerError extends Error {
     this.detail = message;
   }
 
-  /** The reply's `error` string. */
+  /** The reply's `error` string, on one line as the spec's ErrorString is. */
   get wire() {
-    return this.message;
+    return oneLine(this.message);
   }
 
   /** A peer's error string as a WorkerError (`internal` for a code the spec does not know). */

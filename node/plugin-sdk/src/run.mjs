@@ -6,7 +6,8 @@
 // A backend is { initialize(binding, context), methods: { [method]: (params, context) => result }, close(),
 // capabilities?: string[], info?: { name, version } }. A method it omits is answered `unsupported_method`,
 // never substituted. `process.start.v1` is granted only to a backend with both `process/start` and
-// `process/list` among its methods; a start reply that loses the host's `operation_id` is an `internal` error.
+// `process/list` among its methods, and `close`; a start reply that loses the host's `operation_id` is an
+// `internal` error.
 // A handler's result is checked against the method's result def: a provider's bug becomes an `internal`
 // reply, never a frame off the spec. A handler's context: { id, method, binding, signal, lifetimeSignal,
 // grantedCapabilities, emitProcess(event), invokeTool(tool, arguments) }; `signal` aborts with its request
@@ -21,7 +22,7 @@
 // output failed).
 
 import { SCHEMAS, WORKER_CONSTANTS, WORKER_METHODS, WORKER_TOOLS } from '../../../generated/node/schemas.mjs';
-import { WorkerError } from './errors.mjs';
+import { oneLine, WorkerError } from './errors.mjs';
 import { JsonSyntaxError, parse, plain, stringify } from './json.mjs';
 import { errors, fieldPath } from './validate.mjs';
 
@@ -257,7 +258,8 @@ class Connection {
       }
     }
     const honoured = new Set(this.backend.capabilities ?? []);
-    if (!START_METHODS.every((name) => this.routes.has(name))) honoured.delete(START_CAPABILITY);
+    const canStart = START_METHODS.every((name) => this.routes.has(name)) && typeof this.backend.close === 'function';
+    if (!canStart) honoured.delete(START_CAPABILITY);
     this.granted = new Set((params.capabilities ?? []).filter((name) => honoured.has(name)));
     const reply = {
       version: VERSION,
@@ -309,7 +311,7 @@ class Connection {
     if (request.controller.signal.aborted) return { id: request.id, error: 'cancelled' };
     if (error instanceof WorkerError) return { id: request.id, error: error.wire };
     process.stderr.write(`wuu-node-sdk: ${request.method} ${request.id} failed: ${error?.stack ?? error}\n`);
-    return { id: request.id, error: `internal: ${error?.name ?? 'Error'}: ${error?.message ?? error}` };
+    return { id: request.id, error: oneLine(`internal: ${error?.name ?? 'Error'}: ${error?.message ?? error}`) };
   }
 
   resultData(method, params, result) {
