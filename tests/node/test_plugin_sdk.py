@@ -31,11 +31,24 @@ def test_the_node_sdk_passes_its_own_tests() -> None:
     assert "# fail 0" in run.stdout and "# pass " in run.stdout
 
 
-def test_the_generated_declarations_type_check() -> None:
-    """`generated/node/protocol.d.ts` under `tsc --strict` (TypeScript from `make engines`)."""
+def test_the_declarations_type_check() -> None:
+    """`generated/node/protocol.d.ts` and the SDK's own declarations under `tsc --strict` (TypeScript from
+    `make engines`), with a provider written in TypeScript (`test/types.check.mts`, which also expects a wrong
+    result type to be an error)."""
     declarations = ROOT / "generated" / "node" / "protocol.d.ts"
+    provider = TESTS / "types.check.mts"
+    options = [
+        "--noEmit",
+        "--strict",
+        "--module",
+        "nodenext",
+        "--moduleResolution",
+        "nodenext",
+        "--target",
+        "es2022",
+    ]
     run = subprocess.run(
-        [str(engine_cli("tsc")), "--noEmit", "--strict", str(declarations)],
+        [str(engine_cli("tsc")), *options, str(provider), str(declarations)],
         cwd=ROOT,
         capture_output=True,
         text=True,

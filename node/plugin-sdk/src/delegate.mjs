@@ -4,7 +4,7 @@
 // cancelled call sends `cancel` to the peer and waits up to `delegate_cancel_wait_ms` for the peer's terminal
 // reply before closing the unresponsive peer. The peer's `tool/invoke` callbacks go through the exact outer
 // request's invokeTool; its process events go out on the outer connection. At close the peer gets EOF and
-// `shutdownGraceMs` (default `delegate_shutdown_grace_ms`) to exit before it is killed.
+// `shutdown_grace_ms` (default `delegate_shutdown_grace_ms`) to exit before it is killed.
 //
 //   const peer = delegateExecutionBackendV4({ command: ['node', '/abs/peer.mjs'], capabilities: ['process.start.v1'] });
 //   await runExecutionBackendV4({ ...peer, methods: { ...peer.methods, async execute(request, context) {
@@ -22,14 +22,14 @@ import { parse, plain, stringify } from './json.mjs';
 const MAX_GRACE_MS = 2_147_483_647;
 
 /** A backend that forwards every method to the peer worker `command` ([program, ...arguments]). */
-export function delegateExecutionBackendV4({ command, capabilities = [], env, shutdownGraceMs } = {}) {
+export function delegateExecutionBackendV4({ command, capabilities = [], env, shutdown_grace_ms } = {}) {
   if (!Array.isArray(command) || command.length === 0 || command.some((part) => typeof part !== 'string')) {
     throw new TypeError('command: the peer program and its arguments, as strings');
   }
-  if (shutdownGraceMs !== undefined && !(Number.isInteger(shutdownGraceMs) && shutdownGraceMs >= 1 && shutdownGraceMs <= MAX_GRACE_MS)) {
-    throw new RangeError(`shutdownGraceMs: an integer from 1 to ${MAX_GRACE_MS}`);
+  if (shutdown_grace_ms !== undefined && !(Number.isInteger(shutdown_grace_ms) && shutdown_grace_ms >= 1 && shutdown_grace_ms <= MAX_GRACE_MS)) {
+    throw new RangeError(`shutdown_grace_ms: an integer from 1 to ${MAX_GRACE_MS}`);
   }
-  const peer = new Peer(command, env, shutdownGraceMs ?? WORKER_CONSTANTS.delegate_shutdown_grace_ms);
+  const peer = new Peer(command, env, shutdown_grace_ms ?? WORKER_CONSTANTS.delegate_shutdown_grace_ms);
   const methods = {};
   for (const [name, spec] of Object.entries(WORKER_METHODS)) {
     if (spec.direction !== 'host_to_worker' || name === 'initialize' || name === 'cancel') continue;
