@@ -22,6 +22,7 @@ from wuu.host.userhost.grpc_service import GrpcServer
 from wuu.host.userhost.personal import personal
 from wuu.host.userhost.personal.phone import StandInPhone
 from wuu.host.userhost.tokens import TokenStore
+from wuu.worker.client import WorkerClient
 from wuu.worker.native.run_code import find_node
 
 README = ROOT / "README.md"
@@ -57,16 +58,15 @@ async def run_personal_example(name: str, home: Path) -> dict[str, Any]:
         await host.close()
 
 
-def test_the_example_worker_is_short() -> None:
-    lines = [line for line in example("memory-worker").splitlines() if line.strip()]
-    assert len(lines) <= 30
+def test_the_example_workers_are_short() -> None:
+    for name, language in (("memory-worker", "python"), ("node-memory-worker", "js")):
+        lines = [line for line in example(name, language).splitlines() if line.strip()]
+        assert len(lines) <= 30, name
 
 
-async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
-    script = tmp_path / "memory_worker.py"
-    script.write_text(example("memory-worker"))
-    client = await spawn_client([sys.executable, str(script)])
-    init = await initialize(client, tmp_path)
+async def serves_the_memory_protocol(client: WorkerClient, root: Path) -> None:
+    """What the README's memory worker does, in either language; it then closes cleanly."""
+    init = await initialize(client, root)
     assert init["methods"] == ["cancel", "execute", "initialize"]
     ok(await run_tool(client, "write_file", path="a", content="hello"))
     assert ok(await run_tool(client, "read_file", path="a"))["output"] == "hello"
@@ -78,9 +78,10 @@ async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp
     assert outcome.clean
 
 
-def test_the_node_example_worker_is_short() -> None:
-    lines = [line for line in example("node-memory-worker", "js").splitlines() if line.strip()]
-    assert len(lines) <= 30
+async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
+    script = tmp_path / "memory_worker.py"
+    script.write_text(example("memory-worker"))
+    await serves_the_memory_protocol(await spawn_client([sys.executable, str(script)]), tmp_path)
 
 
 async def test_the_node_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
@@ -90,17 +91,7 @@ async def test_the_node_example_worker_serves_the_protocol(spawn_client: Spawner
     package.symlink_to(ROOT / "node" / "plugin-sdk")
     script = tmp_path / "memory-worker.mjs"
     script.write_text(example("node-memory-worker", "js"))
-    client = await spawn_client([find_node(), str(script)])
-    init = await initialize(client, tmp_path / "ws")
-    assert init["methods"] == ["cancel", "execute", "initialize"]
-    ok(await run_tool(client, "write_file", path="a", content="hello"))
-    assert ok(await run_tool(client, "read_file", path="a"))["output"] == "hello"
-    denied = await run_tool(client, "write_file", mode="read_only", path="a", content="x")
-    assert code(denied) == "permission_denied"
-    assert code(await run_tool(client, "list_dir", path=".")) == "unsupported_tool"
-    assert code(await client.request("process/list", {})) == "unsupported_method"
-    outcome = await client.close()
-    assert outcome.clean
+    await serves_the_memory_protocol(await spawn_client([find_node(), str(script)]), tmp_path / "ws")
 
 
 async def test_the_personal_session_runs_against_a_host(tmp_path: Path) -> None:
