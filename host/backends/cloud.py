@@ -72,7 +72,6 @@ class CloudEnvironment(ChildProcess):
         self.config = {
             "backend": backend,
             "image": settings.image,
-            "workspace": settings.workspace,
             "cpus": settings.cpus,
             "memory_mb": getattr(settings, "memory_mb", None),
             "network": settings.network.value,

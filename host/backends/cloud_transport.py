@@ -49,7 +49,6 @@ class Config(TypedDict):
 
     backend: str
     image: str
-    workspace: str
     cpus: float | None
     memory_mb: int | None
     network: str  # CloudNetworkMode: none | outbound
