@@ -157,7 +157,7 @@ def test_local_is_always_there_and_the_default() -> None:
 @pytest.mark.parametrize(
     ("profile", "message"),
     [
-        ({"backend": "kubernetes"}, "profile 'p': backend: 'kubernetes' is not one of"),
+        ({"backend": "nomad"}, "profile 'p': backend: 'nomad' is not one of"),
         ({"backend": "docker", "workspace": "/w"}, "profile 'p': image: 'image' is a required property"),
         (
             {"backend": "docker", "image": "i", "workspace": "/w", "shutdown_timeout_ms": 2_147_483_648},
