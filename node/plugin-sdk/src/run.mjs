@@ -352,16 +352,18 @@ class Connection {
     }
     const params = checked('ToolInvokeParams', { tool, arguments: stringify(args) }, 'invalid_request', 'tool/invoke: ');
     const id = `cb-${this.nextCallback++}`;
+    // The callback ends with its request: a cancel (or the connection's end) stops the wait for the host.
+    const signal = request.controller.signal;
+    let stop;
     const reply = await new Promise((resolve, reject) => {
-      this.callbacks.set(id, resolve);
-      const gone = () => {
+      stop = () => {
         this.callbacks.delete(id);
-        reject(new WorkerError('internal', 'tool/invoke: the connection ended'));
+        reject(signal.reason instanceof WorkerError ? signal.reason : new WorkerError('cancelled'));
       };
-      if (this.lifetime.signal.aborted) gone();
-      else this.lifetime.signal.addEventListener('abort', gone, { once: true });
+      this.callbacks.set(id, resolve);
+      signal.addEventListener('abort', stop, { once: true });
       this.send({ id, method: 'tool/invoke', parent: request.id, data: params });
-    });
+    }).finally(() => signal.removeEventListener('abort', stop));
     const keys = Object.keys(reply).sort().join(',');
     if (keys === 'error,id' && typeof reply.error === 'string') throw WorkerError.fromWire(reply.error);
     if (keys !== 'data,id') throw new WorkerError('internal', "the host's reply to tool/invoke is neither data nor error");

@@ -83,6 +83,11 @@ test('the connection rules', async (t) => {
   worker.send({ id: callback.id, data: { output: 'hi', is_error: false } });
   assert.equal((await worker.next((frame) => frame.id === 'h10')).data.output, 'host said: hi');
 
+  worker.send({ id: 'h13', method: 'execute', token: 't', data: call('c', 'callback', { tool: 'read_file' }) });
+  await worker.next((frame) => frame.method === 'tool/invoke' && frame.parent === 'h13');
+  assert.deepEqual(await worker.request('h14', 'cancel', { id: 'h13' }), { id: 'h14', data: { cancelled: true } });
+  assert.deepEqual(await worker.next((frame) => frame.id === 'h13'), { id: 'h13', error: 'cancelled' }, 'no wait for the host');
+
   worker.send({ id: 'h11', method: 'execute', token: 't', data: call('c', 'slow') });
   worker.send('{"id": "h12", "method": 42}\n'); // malformed: no reply; the slow request is cancelled and drained
   assert.equal(await worker.exited, 0);
