@@ -22,7 +22,6 @@ spec/schema/config/execution_environments.schema.json):
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -36,7 +35,7 @@ from wuu.generated.plain import DaytonaExecutionProfile, ModalExecutionProfile, 
 from ..errors import BackendUnavailable
 from ..profiles import Profile
 from .base import ChildProcess
-from .conversations import conversation_id, environment_directory, label
+from .conversations import conversation_id, conversation_key, environment_directory, label
 
 CloudProfile = ModalExecutionProfile | DaytonaExecutionProfile | VercelExecutionProfile
 TRANSPORT = str(Path(__file__).with_name("cloud_transport.py"))
@@ -62,10 +61,7 @@ class CloudEnvironment(ChildProcess):
                 "or name an interpreter that has it in the profile's `python`"
             )
         conversation = conversation_id(profile, environ)
-        if settings.persistent:
-            key = hashlib.sha256(f"{profile.name}\0{conversation}".encode()).hexdigest()[:16]
-        else:
-            key = secrets.token_hex(8)
+        key = conversation_key(profile, conversation) if settings.persistent else secrets.token_hex(8)
         state = None
         if backend == "modal" and settings.persistent:
             state = str(environment_directory(profile, conversation, environ)) + ".json"

@@ -42,6 +42,11 @@ def profile_conversation(profile: Profile[Any]) -> str:
     return "p-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]
 
 
+def conversation_key(profile: Profile[Any], conversation: str) -> str:
+    """16 hex digits that stand for the profile and the conversation in a retained resource's name."""
+    return _digest(f"{profile.name}\0{conversation}")[:16]
+
+
 def shared_environment(profile: Profile[Any]) -> str:
     """The identity of the one environment that the conversations of a `shared` profile use."""
     return "s-" + hashlib.sha256(profile.name.encode()).hexdigest()[:16]

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import re
 import secrets
@@ -49,7 +48,7 @@ from wuu.worker.framing import reader_limit
 from ..errors import BackendUnavailable
 from ..profiles import Profile
 from .base import Environment
-from .conversations import conversation_id
+from .conversations import conversation_id, conversation_key, label
 
 CONTAINER = "worker"
 SOCKET_DIR = "/run/wuu"
@@ -67,8 +66,7 @@ def pod_name(profile: Profile[KubernetesExecutionProfile], conversation: str | N
     base = re.sub(r"[^a-z0-9-]+", "-", profile.name.lower()).strip("-")[:40] or "profile"
     if conversation is None:
         return f"wuu-{base}-{secrets.token_hex(8)}"
-    key = hashlib.sha256(f"{profile.name}\0{conversation}".encode()).hexdigest()[:16]
-    return f"wuu-{base}-{key}"
+    return f"wuu-{base}-{conversation_key(profile, conversation)}"
 
 
 def manifests(
@@ -99,7 +97,7 @@ def manifests(
         container["resources"] = {"requests": dict(quantities), "limits": dict(quantities)}
     labels = {
         LABEL_POD: name,
-        LABEL_PROFILE: re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-._")[:63],
+        LABEL_PROFILE: label(profile).strip("_"),
     }
     pod = {
         "apiVersion": "v1",

@@ -80,15 +80,17 @@ class Peer {
     this.methods = new Set(result.methods);
   }
 
+  // The peer's frames, a line each and at most the protocol's frame limit; anything else fails the peer.
   readFrames(stdout) {
     let buffered = '';
     stdout.setEncoding('utf8');
     stdout.on('data', (chunk) => {
       buffered += chunk;
+      let start = 0;
       let newline;
-      while ((newline = buffered.indexOf('\n')) >= 0) {
-        const line = buffered.slice(0, newline);
-        buffered = buffered.slice(newline + 1);
+      while (this.failure === null && (newline = buffered.indexOf('\n', start)) >= 0) {
+        const line = buffered.slice(start, newline);
+        start = newline + 1;
         let frame;
         try {
           frame = parse(line);
@@ -98,6 +100,8 @@ class Peer {
         }
         this.route(frame);
       }
+      buffered = buffered.slice(start);
+      if (Buffer.byteLength(buffered) >= WORKER_CONSTANTS.max_frame_bytes) this.fail('the peer sent a frame over the limit');
     });
     stdout.once('end', () => {
       if (this.closing) this.settleAll('the peer closed its output');

@@ -24,7 +24,7 @@
 import { SCHEMAS, WORKER_CONSTANTS, WORKER_METHODS, WORKER_TOOLS } from '../../../generated/node/schemas.mjs';
 import { oneLine, WorkerError } from './errors.mjs';
 import { JsonSyntaxError, parse, plain, stringify } from './json.mjs';
-import { errors, fieldPath } from './validate.mjs';
+import { canonical, errors, fieldPath } from './validate.mjs';
 
 const MAX_FRAME = WORKER_CONSTANTS.max_frame_bytes;
 const MAX_ID = WORKER_CONSTANTS.max_id_bytes;
@@ -87,14 +87,6 @@ function bindingKey(binding) {
   key.file_roots ??= [];
   key.capabilities = [...new Set(binding.capabilities ?? [])].sort();
   return canonical(key);
-}
-
-function canonical(value) {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
-  }
-  return typeof value === 'bigint' ? value.toString() : JSON.stringify(value);
 }
 
 class Connection {

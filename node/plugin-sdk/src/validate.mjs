@@ -59,8 +59,8 @@ function regex(pattern) {
   return compiled;
 }
 
-// The JSON text of a value with sorted keys: equal values, equal text.
-function canonical(value) {
+/** The JSON text of a value with sorted keys: equal values, equal text. */
+export function canonical(value) {
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
   if (isObject(value)) {
     return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(',')}}`;
