@@ -51,7 +51,7 @@ def initialize_interceptor(
     """
 
     def intercept(data: dict[str, Any]) -> dict[str, Any] | None:
-        bound = environment.rewrite_initialize(data)
+        bound = environment.intercept(data)
         given = bound.get("environment", {})
         if forwarded and isinstance(given, dict):
             bound = {**bound, "environment": {**forwarded, **given}}

@@ -39,7 +39,6 @@ import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from wuu.generated.plain import ApptainerExecutionProfile, SingularityExecutionProfile
 from wuu.worker.errors import CleanupFailed
@@ -75,7 +74,6 @@ class ApptainerEnvironment(ChildProcess):
             self.directory = environment_directory(profile, identity, environ)
         self.new = False  # whether this connection made the workspace directory (known at `start`)
         self._users: int | None = None  # the shared lock of a shared directory, held while connected
-        self._reconnect = False  # the last initialize required an existing workspace
         super().__init__(self.command(program))
 
     def worker_command(self) -> list[str]:
@@ -98,11 +96,6 @@ class ApptainerEnvironment(ChildProcess):
             argv += ["--net", "--network", settings.network.value]
         return [*argv, settings.image, *self.worker_command()]
 
-    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The data as it is; noted: whether it is a reconnect, which a new workspace refuses."""
-        self._reconnect = data.get("require_existing_workspace") is True
-        return data
-
     async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         directory = self.directory
         if directory is not None:
@@ -123,7 +116,7 @@ class ApptainerEnvironment(ChildProcess):
         except CleanupFailed:
             self._leave(remove=False)
             raise
-        refused = self.new and self._reconnect  # made for a reconnect that found nothing: not retained
+        refused = self.new and self.reconnect  # made for a reconnect that found nothing: not retained
         self._leave(remove=not self.settings.persistent or refused)
 
     def _users_path(self) -> Path:

@@ -29,8 +29,17 @@ class Environment(abc.ABC):
         """Provision the environment, start the worker, and return its stdout and stdin.
 
         The streams carry the worker's frames as they are: whoever writes to them passes the data of
-        every `initialize` through `rewrite_initialize` first (`wuu-host adapter` does).
+        every `initialize` through `intercept` first (`wuu-host adapter` does).
         """
+
+    reconnect = False
+    """Whether the host's last `initialize` required the existing workspace (a reconnect to retained state);
+    noted by `intercept`. An environment made for a reconnect holds nothing retained, and keeps nothing of it."""
+
+    def intercept(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Note whether the host's `initialize` data is a reconnect, then give `rewrite_initialize`'s data."""
+        self.reconnect = data.get("require_existing_workspace") is True
+        return self.rewrite_initialize(data)
 
     def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
         """The initialize data this environment's worker gets for the host's `data`: a new dict, or `data`

@@ -289,7 +289,6 @@ class DockerEnvironment(Environment):
         self.container: Container | None = None
         self.exec_id: str | None = None
         self._created = False
-        self._reconnect = False  # the last initialize required an existing workspace
         self._watch: socket.socket | None = None  # the watcher's stdin, without retention
         self._transport: asyncio.Transport | None = None
         self._stdin: _StdinTransport | None = None
@@ -319,11 +318,6 @@ class DockerEnvironment(Environment):
         else:
             command = ["python3", "-m", "wuu.worker"]
         return [*JOIN, *command] if self.shared and not self.persistent else command
-
-    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The data as it is; noted: whether it is a reconnect, which a new container refuses."""
-        self._reconnect = data.get("require_existing_workspace") is True
-        return data
 
     # --- provisioning (blocking SDK calls, run in a thread) --------------------------------------
 
@@ -612,7 +606,7 @@ class DockerEnvironment(Environment):
                     f"the worker exited with status {code}; its cleanup may be incomplete; {kept}"
                 )
             # A shared container is left to its other users (without retention it ends after the last one).
-            if self.shared or (self.persistent and not (self._created and self._reconnect)):
+            if self.shared or (self.persistent and not (self._created and self.reconnect)):
                 return
             remaining = deadline - time.monotonic()
             try:

@@ -206,7 +206,6 @@ class KubernetesEnvironment(Environment):
         self.name = pod_name(profile, conversation)
         self.namespace = settings.namespace
         self.created = False
-        self._reconnect = False
         self._core: Any = None
         self._networking: Any = None
         self._socket: Any = None
@@ -224,11 +223,6 @@ class KubernetesEnvironment(Environment):
         else:
             command = list(IMAGE_WORKER)
         return [*command, "--new-environment"] if self.created else command
-
-    def rewrite_initialize(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The data as it is; noted: whether it is a reconnect, which a new pod refuses."""
-        self._reconnect = data.get("require_existing_workspace") is True
-        return data
 
     # --- provisioning (blocking client calls, in a thread) -----------------------------------------------
 
@@ -343,7 +337,7 @@ class KubernetesEnvironment(Environment):
             raise CleanupFailed(
                 f"the worker exited with status {code}; its cleanup may be incomplete; {kept}"
             )
-        if self.settings.persistent and not (self.created and self._reconnect):
+        if self.settings.persistent and not (self.created and self.reconnect):
             return
         await asyncio.to_thread(self._delete_if_made, force=True)
 

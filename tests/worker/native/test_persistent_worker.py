@@ -116,7 +116,8 @@ async def test_a_new_environment_refuses_a_reconnect(spawn_client: Spawner, tmp_
     the first binding of the environment is not."""
     socket, workspace = tmp_path / "worker.sock", tmp_path / "ws"
     workspace.mkdir()
-    argv = [sys.executable, "-m", "wuu.worker", "attach", "--socket", str(socket), "--new-environment"]
+    attach = [sys.executable, "-m", "wuu.worker", "attach", "--socket", str(socket)]
+    argv = [*attach, "--lifetime-seconds", "1", "--new-environment"]  # the worker goes soon after the test
     refused = await spawn_client(argv)
     reply = await refused.request("initialize", binding(workspace, require_existing_workspace=True))
     assert reply["error"].startswith(
