@@ -60,6 +60,7 @@ from typing import Any, TypeVar, cast
 
 import docker
 import docker.errors
+import requests
 from docker.models.containers import Container
 from docker.types import Mount
 
@@ -86,6 +87,11 @@ SOCKET_PATH = f"{SOCKET_DIR}/.wuu-worker.sock"
 # A shared container without retention: its workers hold a shared lock on USERS while they run; GATE orders
 # a worker's joining against the container's ending, which ENDED marks.
 USERS, GATE, JOINED, ENDED = (f"{SOCKET_DIR}/shared.{name}" for name in ("users", "gate", "joined", "ended"))
+ENDED_STATES = ("exited", "dead", "removing")
+"""The states of a shared container without retention whose main process has ended: Docker removes it. One
+that another connection has only just created (`created`) is started, not waited for."""
+ENDING_WAIT_S = 30
+NAME_WAIT_S = 5.0
 JOIN_REFUSED = 75
 """The exit status of a worker's join to a shared container that is ending."""
 JOIN = (
@@ -379,6 +385,14 @@ class DockerEnvironment(Environment):
         except docker.errors.NotFound:
             return None
 
+    def _find_named(self, client: docker.DockerClient) -> Container | None:
+        """The container that holds this name, which another connection has just created: the engine
+        reserves a name a moment before the container can be inspected, so it is looked for until a deadline."""
+        deadline = time.monotonic() + NAME_WAIT_S
+        while (container := self._find(client)) is None and time.monotonic() < deadline:
+            time.sleep(EXEC_POLL_S)
+        return container
+
     def _provision(self, client: docker.DockerClient) -> Container:
         """The running container: a shared or retained one when it exists (a retained one started again if
         stopped), else a new one. A shared container without retention that is ending is waited for, and
@@ -387,8 +401,15 @@ class DockerEnvironment(Environment):
             container = self._provision_once(client)
             if self._prepared(container):
                 return container
-            with contextlib.suppress(docker.errors.NotFound):
-                client.api.wait(str(container.id), condition="removed")
+            try:
+                client.api.wait(str(container.id), timeout=ENDING_WAIT_S, condition="removed")
+            except docker.errors.NotFound:
+                pass
+            except requests.exceptions.RequestException:
+                raise DockerUnavailable(
+                    f"profile {self.profile.name!r}: the shared container {self.name} was ending and was not "
+                    f"removed within {ENDING_WAIT_S:g} s"
+                ) from None
             self._created = False
         raise DockerUnavailable(
             f"profile {self.profile.name!r}: the shared container {self.name} kept ending as this connection "
@@ -399,8 +420,8 @@ class DockerEnvironment(Environment):
         image = self.settings.image
         found = self.persistent or self.shared
         container = self._find(client) if found else None
-        if container is not None and self.shared and not self.persistent and container.status != "running":
-            return container  # stopped, so it is being removed: `_prepared` says so
+        if container is not None and self.shared and not self.persistent and container.status in ENDED_STATES:
+            return container  # ended, so Docker is removing it: `_prepared` says so
         if container is None:
             try:
                 container = client.containers.create(image, **self._create_kwargs())
@@ -411,7 +432,7 @@ class DockerEnvironment(Environment):
                     "(build it with `make docker-image`; no registry is consulted)"
                 ) from None
             except docker.errors.APIError as error:
-                other = self._find(client) if found and error.status_code == 409 else None
+                other = self._find_named(client) if found and error.status_code == 409 else None
                 if other is None:
                     raise DockerUnavailable(
                         f"profile {self.profile.name!r}: creating the container failed: {error.explanation}"
@@ -463,7 +484,7 @@ class DockerEnvironment(Environment):
     def _prepared(self, container: Container) -> bool:
         """Prepare the container (`_prepare`) where it needs it; False if it is a shared one that is ending."""
         ending = self.shared and not self.persistent
-        if ending and container.status != "running":
+        if ending and container.status in ENDED_STATES:
             return False
         # Every time for a retained or shared container: another connection may have created it a moment ago.
         if self.persistent or self.shared or (self.user and not self.settings.host_workspace):
