@@ -47,6 +47,9 @@ CONTEXT_MESSAGES = 50
 WAITING_INPUTS = 50
 """The most waiting inputs one step is offered, oldest first: when more wait, the next steps offer the rest,
 so every admitted input reaches a context however many arrive at once."""
+STEP_GATHER_S = 0.005
+"""How long a step that admitted inputs woke waits before it reads its window: the inputs of a burst share one
+step instead of each taking one (and each reading a window of a hundred messages beside the admissions)."""
 
 
 @dataclass(frozen=True)
@@ -205,8 +208,9 @@ class Agent(Protocol):
 
 class MainAgentLoop:
     """Runs the agent's steps as admitted work of the host: woken by each admitted input, it steps while
-    inputs wait, one step at a time. A step that leaves its inputs waiting (the agent did not include them)
-    is not repeated until the next wake, so an agent that never reads cannot spin."""
+    inputs wait, one step at a time, a woken step starting `STEP_GATHER_S` after its wake. A step that leaves
+    its inputs waiting (the agent did not include them) is not repeated until the next wake, so an agent that
+    never reads cannot spin."""
 
     def __init__(
         self,
@@ -233,7 +237,7 @@ class MainAgentLoop:
         self._start = start
         self._store = store
         self._clock = clock
-        self._work = SerialWork(admit, self._pass)
+        self._work = SerialWork(admit, self._pass, STEP_GATHER_S)
 
     @property
     def idle(self) -> asyncio.Event:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from wuu.generated.models import (
     AttachmentMetadata,
@@ -78,9 +78,10 @@ class Admission:
     """True when the request ID already had this receipt; nothing new was admitted."""
 
 
-@dataclass(frozen=True)
-class ContextMessage:
-    """One visible message as the host offers it to the agent's model context."""
+class ContextMessage(NamedTuple):
+    """One visible message as the host offers it to the agent's model context. A named tuple: a step's
+    window makes a hundred of them on every pass, and a tuple is made in a third of a frozen dataclass's
+    time."""
 
     message_seq: int
     role: str

@@ -13,9 +13,15 @@ class SerialWork:
     passes overlap."""
 
     def __init__(
-        self, admit: Callable[[Coroutine[Any, Any, None]], None], one_pass: Callable[[], Awaitable[bool]]
+        self,
+        admit: Callable[[Coroutine[Any, Any, None]], None],
+        one_pass: Callable[[], Awaitable[bool]],
+        gather_s: float = 0.0,
     ) -> None:
+        """`gather_s`: how long a pass that wakes asked for waits before it starts, so that the wakes of a
+        burst share one pass (a pass that asked for the next one starts at once)."""
         self._admit = admit
+        self._gather_s = gather_s
         self._one_pass = one_pass
         self._running = False
         self._again = False
@@ -34,9 +40,16 @@ class SerialWork:
 
     async def _run(self) -> None:
         try:
+            woken = True
             while True:
+                if woken and self._gather_s:
+                    await asyncio.sleep(self._gather_s)
                 self._again = False
-                if not await self._one_pass() and not self._again:
+                if await self._one_pass():
+                    woken = False
+                elif self._again:
+                    woken = True
+                else:
                     break
         finally:
             self._running = False

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -64,7 +63,7 @@ def admit(connection: sqlite3.Connection, main: str, submission: Submission, now
             stamp,
             stamp,
             seq,
-            None if submission.admitted_by is None else orjson.dumps(asdict(submission.admitted_by)).decode(),
+            None if submission.admitted_by is None else orjson.dumps(submission.admitted_by).decode(),
         ),
     )
     attachments = [
@@ -110,8 +109,8 @@ def pending_inputs(connection: sqlite3.Connection, session_id: str, limit: int) 
         "ON m.session_id = r.session_id AND m.seq = r.history_seq WHERE r.session_id = ? "
         "AND r.read_at IS NULL ORDER BY r.history_seq LIMIT ?",
         (session_id, limit),
-    )
-    return [ContextMessage(*row) for row in rows]
+    ).fetchall()
+    return list(map(ContextMessage._make, rows))
 
 
 def record_read(

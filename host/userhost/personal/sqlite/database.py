@@ -23,6 +23,8 @@ from .schema import check_version, migrate
 
 T = TypeVar("T")
 Write = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
+Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
+"""A write's future, and its result or its error."""
 
 MAX_GROUP = 256
 """The most writes one transaction commits."""
@@ -140,8 +142,12 @@ class Database:
                     break
                 group.append(item)
             outcomes = self._commit(connection, group)
+            # One wake-up per event loop for the whole group: each wake-up writes to the loop's self-pipe.
+            settled: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
             for (_, future, loop), (result, error) in zip(group, outcomes, strict=True):
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                settled.setdefault(loop, []).append((future, result, error))
+            for loop, each in settled.items():
+                loop.call_soon_threadsafe(_settle, each)
             if stop:
                 break
         connection.close()
@@ -220,10 +226,11 @@ class Database:
         self._reader.shutdown()
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
+def _settle(outcomes: list[Outcome]) -> None:
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

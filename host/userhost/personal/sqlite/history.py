@@ -93,9 +93,7 @@ def context(connection: sqlite3.Connection, session_id: str, limit: int) -> list
         "ORDER BY m.seq DESC LIMIT ?",
         (session_id, limit),
     ).fetchall()
-    return [ContextMessage(seq, role, text, client_input_id) for seq, role, text, client_input_id in rows][
-        ::-1
-    ]
+    return list(map(ContextMessage._make, reversed(rows)))
 
 
 def prepare(connection: sqlite3.Connection) -> None:
