@@ -33,6 +33,8 @@ FIGURES = (
     "start_exit_floor",
     "start_exit_over_floor",
     "start_exit_standard",
+    "start_exit_standard_floor",
+    "start_exit_standard_over_floor",
     "search_content",
     "run_code",
     "export_peak_rss",

@@ -5,10 +5,11 @@ It speaks only the frame shape of the v4 protocol, none of its rules: every requ
 request's own `data` (the driver sends a payload the size of the real worker's reply). One method
 does work: `export/read {path, offset, max_bytes}` answers `{data, eof}` with the base64 of that
 chunk of the file, read and encoded exactly as the native worker's `export/read` does, so the export
-figure compares the native worker with the cost of the same bytes on a bare pipe. `spawn {argv}` starts the
+figure compares the native worker with the cost of the same bytes on a bare pipe. `spawn {argv, fork}` starts the
 command as the bench's bare spawn does, waits for it, and answers `{exit_code}`: the floor of starting a
 process through any worker process on this machine (the request, the answer, and a third process beside
-the client and the child).
+the client and the child). With `fork` true, the child runs a Python function between fork and exec, as a
+child that enters a sandbox of its own must: the floor of a confined start in a Python worker.
 
 Usage: python tools/bench/echo.py   (run by the bench as a plain script; it imports nothing from wuu or tools)
 """
@@ -25,6 +26,10 @@ import orjson
 
 # The protocol's frame limit (WORKER_MAX_FRAME_BYTES), newline included; asyncio counts it without.
 FRAME_LIMIT = 16 * 1024 * 1024
+
+
+def between_fork_and_exec() -> None:
+    """Nothing: a `preexec_fn` makes subprocess fork the whole process where it would otherwise vfork."""
 
 
 def export_read(data: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +60,8 @@ async def serve() -> None:
         if frame["method"] == "export/read":
             data = export_read(data)
         elif frame["method"] == "spawn":
-            child = await asyncio.create_subprocess_exec(*data["argv"])
+            between = between_fork_and_exec if data.get("fork") else None
+            child = await asyncio.create_subprocess_exec(*data["argv"], preexec_fn=between)
             data = {"exit_code": await child.wait()}
         writer.write(orjson.dumps({"id": frame["id"], "data": data}) + b"\n")
         await writer.drain()

@@ -1,5 +1,7 @@
 """`process/start` of `true` until its terminal `process/event`, beside a bare spawn and wait, and beside the
-echo worker spawning it (the floor of any worker process that starts commands for its client)."""
+echo worker spawning it (the floor of any worker process that starts commands for its client), also with a
+fork and a Python function before the exec (the floor of a confined start: each command enters its sandbox
+between fork and exec)."""
 
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ async def spawn_bare() -> float:
     return (time.perf_counter() - began) * 1000
 
 
-async def spawn_echo(echo: WorkerClient) -> float:
-    """Milliseconds for the echo worker to spawn `true` as `spawn_bare` does and answer its exit status."""
+async def spawn_echo(echo: WorkerClient, fork: bool = False) -> float:
+    """Milliseconds for the echo worker to spawn `true` as `spawn_bare` does (with `fork`, running a Python
+    function in the child first) and answer its exit status."""
     began = time.perf_counter()
-    answer = await data_of(echo, "spawn", {"argv": ["true"]})
+    answer = await data_of(echo, "spawn", {"argv": ["true"], "fork": fork})
     elapsed = time.perf_counter() - began
     if answer != {"exit_code": 0}:
         raise RuntimeError(f"`true` through the echo ended {answer}")

@@ -136,7 +136,7 @@ class Bench:
 
     async def spawns(self, native: WorkerClient, echo: WorkerClient, index: int) -> None:
         """Round `index`'s share of process/start..exit in each mode, beside bare spawns and spawns
-        through the echo worker."""
+        through the echo worker (vforked and forked)."""
         native.pending_events()
         events = aiter(native.events())
         modes = {"unconfined": PermissionMode.UNCONFINED, "standard": PermissionMode.STANDARD}
@@ -146,11 +146,11 @@ class Bench:
         await spawn_echo(echo)
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.spawns, self.config.rounds, index)):
-            for side in alternate(("bare", "echo", "unconfined", "standard"), index + turn):
+            for side in alternate(("bare", "echo", "echo_fork", "unconfined", "standard"), index + turn):
                 if side == "bare":
                     timings[side].append(await spawn_bare())
-                elif side == "echo":
-                    timings[side].append(await spawn_echo(echo))
+                elif side.startswith("echo"):
+                    timings[side].append(await spawn_echo(echo, fork=side == "echo_fork"))
                 else:
                     timings[side].append(await start_exit(native, events, modes[side]))
         for side, values in timings.items():

@@ -3,7 +3,8 @@
 A confined child enters its Landlock domain between fork and exec (a `preexec_fn`), so that every confined
 command gets a domain of its own and no thread of the worker is ever in one. A domain held by a worker
 thread would let the commands in it signal that thread (killing the worker) or ptrace it (and with it
-the worker's memory). The price is a fork of the worker per confined spawn instead of a vfork.
+the worker's memory). The price is a fork of the worker per confined spawn instead of a vfork, made cheaper by
+giving the heap's free memory back first (`heap`).
 
 Either way the child's exit is watched and its output read by `children.ChildTransport`, on the event loop,
 and its pid is kept in SPAWNED, which tells the commands' own processes from the orphans the worker adopts
@@ -20,6 +21,8 @@ import subprocess
 import threading
 from collections.abc import Callable, Collection
 from typing import Any
+
+from wuu.worker.native import heap
 
 
 class Spawned:
@@ -91,6 +94,7 @@ class ConfinedSpawner(Spawner):
         self._closed = True
 
     def _spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
+        heap.trim()  # a fork's cost grows with the worker's resident memory
         try:
             return SPAWNED.popen(argv, {**options, "preexec_fn": self._restrict})
         except subprocess.SubprocessError as error:
