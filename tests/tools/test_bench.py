@@ -62,6 +62,7 @@ FIGURES = (
         for clients in (1, 16)
         for row in ("floor_row", "floor_admission", "of_floor")
     ),
+    *(f"personal_cpu_{clients}_{side}" for clients in (1, 16) for side in ("loop", "threads")),
     "search_p50_rare_all",
     "search_p99_rare_all",
     "search_p50_rare_bounded",

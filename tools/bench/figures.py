@@ -382,6 +382,18 @@ FIGURES = (
         "admission floor",
         None,
     ),
+    *(
+        FigureSpec(
+            f"personal_cpu_1_{side}",
+            f"  CPU per send, {label} (diag.)",
+            "us",
+            f"personal_cpu_1_{side}/idle",
+            f"personal_cpu_1_{side}/floor_admission",
+            "admission floor",
+            None,
+        )
+        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's threads"))
+    ),
     FigureSpec(
         "personal_send_16",
         "durable agents.send, 16 clients",
@@ -426,6 +438,18 @@ FIGURES = (
         "personal_send_16/floor_admission",
         "admission floor",
         None,
+    ),
+    *(
+        FigureSpec(
+            f"personal_cpu_16_{side}",
+            f"  CPU per send, {label} (diag.)",
+            "us",
+            f"personal_cpu_16_{side}/idle",
+            f"personal_cpu_16_{side}/floor_admission",
+            "admission floor",
+            None,
+        )
+        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's threads"))
     ),
     *(
         row

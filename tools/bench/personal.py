@@ -10,7 +10,9 @@ disk (one row, one transaction, the same settings). A diagnostic row runs the re
 input: two more durable writes per input (its `read_at`, its reply), which the sends then share the writer
 with. Two more diagnostic rows are the floors under the host (`send_floor.py`): a bare server committing one
 row per request through the store's writer, and the same server committing the store's own admission
-transaction. Every side is sent the same request lines by the same bare clients (`Lane`).
+transaction. Every side is sent the same request lines by the same bare clients (`Lane`). Beside each rate,
+the server's CPU per send is read from /proc: its event loop's thread, and its other threads together (the
+store's writer and reader), which tells where a host spends what a floor does not.
 
 The searched conversation is built straight into a store file (the schema's migrations, then rows in bulk:
 building a million messages through `agents.send` would take most of the run) and then served by a host.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import sqlite3
 import sys
@@ -187,6 +190,24 @@ class Lane:
         self._writer.close()
 
 
+def thread_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds that process `pid` has used so far (the scheduler's own count, in nanoseconds): its main
+    thread's, which runs its event loop, and all its other threads' together (for a store, its writer and its
+    reader)."""
+    loop = others = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
+                seconds = int(schedstat.read().split()[0]) / 1e9
+        except FileNotFoundError:
+            continue  # a thread that ended meanwhile
+        if int(tid) == pid:
+            loop += seconds
+        else:
+            others += seconds
+    return loop, others
+
+
 async def sends(lanes: list[Lane], session_id: str, count: int, tag: str) -> float:
     """Sends per second of `count` small text inputs spread over `lanes`, each lane sending one after
     another (so at most one in flight per lane)."""
@@ -217,9 +238,18 @@ async def personal_round(config: Config, samples: Samples, directory: Path, inde
                         "session_id"
                     ]
                 await sends(lanes[:1], main, config.warmup, "warm")
+                assert host.process is not None
                 for count in (1, CLIENTS):
+                    before = thread_cpu(host.process.pid)
                     rate = await sends(lanes[:count], main, config.personal_sends, f"c{count}")
                     samples.add(f"personal_send_{count}/{server}", rate)
+                    after = thread_cpu(host.process.pid)
+                    for side, used in zip(
+                        ("loop", "threads"), map(float.__sub__, after, before), strict=True
+                    ):
+                        samples.add(
+                            f"personal_cpu_{count}_{side}/{server}", used / config.personal_sends * 1e6
+                        )
             finally:
                 for lane in lanes:
                     lane.close()
