@@ -12,7 +12,7 @@ ENGINES := .cache/engines
 # The external engines' CLIs the engine-adapter tests run, pinned (their npm packages ship native binaries).
 ENGINE_PACKAGES := @openai/codex@0.171.0 @anthropic-ai/claude-code@2.1.332 typescript@5.9.3
 
-.PHONY: all venv engines bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal clean
+.PHONY: all venv engines bytecode generate check-generated lint breaking typecheck test chaos conformance bench docker-image dev dev-personal node-pack clean
 
 all: test
 
@@ -106,5 +106,9 @@ dev-personal: dev
 docker-image: $(READY)
 	PYTHON=$(PY) tools/docker/build-image.sh
 
+## node-pack: the Node SDK as an npm tarball, dist/wuu-plugin-sdk-<version>.tgz (generated files included)
+node-pack: $(READY)
+	$(PY) -m tools.node_pack
+
 clean:
-	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache build *.egg-info
+	rm -rf $(VENV) $(TYPECHECK) .mypy_cache .pytest_cache .ruff_cache .import_linter_cache build dist *.egg-info

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import DEADLINE, ROOT, Spawner, code, initialize, ok, run_tool, until
+from tools import node_pack
 from wuu.generated import models as m
 from wuu.generated.models import UserHostErrorCode
 from wuu.host.userhost import UnixServer, UserHost, UserHostError
@@ -85,10 +87,12 @@ async def test_the_example_worker_serves_the_protocol(spawn_client: Spawner, tmp
 
 
 async def test_the_node_example_worker_serves_the_protocol(spawn_client: Spawner, tmp_path: Path) -> None:
-    """As its user would run it: `@wuu/plugin-sdk` installed beside it (here a link to node/plugin-sdk)."""
-    package = tmp_path / "node_modules" / "@wuu" / "plugin-sdk"
-    package.parent.mkdir(parents=True)
-    package.symlink_to(ROOT / "node" / "plugin-sdk")
+    """As its user would run it: `@wuu/plugin-sdk` installed beside it from the tarball `make node-pack`
+    writes, with no network."""
+    tarball = node_pack.pack(tmp_path / "dist")
+    (tmp_path / "package.json").write_text("{}")
+    install = ["npm", "install", "--offline", "--no-audit", "--no-fund", "--loglevel=error", str(tarball)]
+    subprocess.run(install, cwd=tmp_path, check=True, capture_output=True, timeout=120)
     script = tmp_path / "memory-worker.mjs"
     script.write_text(example("node-memory-worker", "js"))
     await serves_the_memory_protocol(await spawn_client([find_node(), str(script)]), tmp_path / "ws")
