@@ -244,12 +244,9 @@ async def personal_round(config: Config, samples: Samples, directory: Path, inde
                     rate = await sends(lanes[:count], main, config.personal_sends, f"c{count}")
                     samples.add(f"personal_send_{count}/{server}", rate)
                     after = thread_cpu(host.process.pid)
-                    for side, used in zip(
-                        ("loop", "threads"), map(float.__sub__, after, before), strict=True
-                    ):
-                        samples.add(
-                            f"personal_cpu_{count}_{side}/{server}", used / config.personal_sends * 1e6
-                        )
+                    for side, was, now in zip(("loop", "threads"), before, after, strict=True):
+                        per_send = (now - was) / config.personal_sends * 1e6
+                        samples.add(f"personal_cpu_{count}_{side}/{server}", per_send)
             finally:
                 for lane in lanes:
                     lane.close()
