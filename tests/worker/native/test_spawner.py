@@ -136,4 +136,5 @@ def test_a_confined_spawn_gives_the_freed_heap_back_before_it_forks() -> None:
         [sys.executable, "-c", FREED_THEN_SPAWNED], capture_output=True, text=True, check=True, timeout=60
     )
     before, after = map(float, found.stdout.split())
-    assert before - after > 48, f"resident {before:.0f} MiB before the spawn, {after:.0f} MiB after"
+    # More than half of the 64 MiB freed (here about 51 MiB goes back; without the trim, none does).
+    assert before - after > 32, f"resident {before:.0f} MiB before the spawn, {after:.0f} MiB after"

@@ -9,7 +9,7 @@ from typing import Any
 
 from wuu.host.userhost.personal.serial import SerialWork
 
-GATHER_S = 0.05
+GATHER_S = 0.2
 
 
 class Passes:
