@@ -35,11 +35,9 @@ def stage(into: Path) -> None:
     manifest["files"] = ["src", "generated"]
     (into / "package.json").write_text(json.dumps(manifest, indent=2) + "\n", "utf-8")
     shutil.copytree(GENERATED, into / "generated")
+    (into / "src").mkdir()
     for source in sorted((SDK / "src").iterdir()):
-        text = source.read_text("utf-8")
-        if IN_REPOSITORY in text:
-            text = text.replace(IN_REPOSITORY, IN_PACKAGE)
-        (into / "src").mkdir(exist_ok=True)
+        text = source.read_text("utf-8").replace(IN_REPOSITORY, IN_PACKAGE)
         (into / "src" / source.name).write_text(text, "utf-8")
     outside = [path.name for path in (into / "src").iterdir() if "../../" in path.read_text("utf-8")]
     if outside:
