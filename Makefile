@@ -18,7 +18,7 @@ all: test
 
 venv: $(READY)
 
-$(READY): pyproject.toml setup.py
+$(READY): pyproject.toml setup.py worker/native/confine.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,7 +19,8 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
         timeout=300,
     )
     (wheel,) = tmp_path.glob("wuu-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
     assert "wuu/generated/py.typed" in names
     assert "wuu/generated/schema/bundle.json" in names
     assert "wuu/generated/schema/methods/worker.json" in names
@@ -25,6 +28,12 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
     assert not [
         name for name in names if name.split("/")[0] in ("host", "worker", "generated", "conformance")
     ]
+
+    if shutil.which(os.environ.get("CC", "cc").split()[0]):
+        # The compiled helper that starts confined commands makes the wheel one for this platform.
+        helper = archive.getinfo("wuu/worker/native/wuu-confine")
+        assert helper.external_attr >> 16 & 0o111, "the helper is executable"
+        assert wheel.name.startswith("wuu-0.1.0-py3-none-linux_"), wheel.name
 
     target = tmp_path / "site"
     subprocess.run(
@@ -38,6 +47,8 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
         "assert c.WORKER_METHODS['process/get'].params is m.ProcessGetParams;"
         "import importlib.resources as r;"
         "assert ' attach ' in r.files('wuu.host.backends').joinpath('ssh_launcher.sh').read_text();"
+        "import wuu.worker.native.confine as h, shutil, os;"
+        "assert h.helper() or not shutil.which(os.environ.get('CC', 'cc').split()[0]);"
         "print(m.__file__)"
     )
     result = subprocess.run(

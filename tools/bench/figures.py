@@ -249,9 +249,9 @@ FIGURES = (
     ),
     FigureSpec(
         "start_exit_standard_floor",
-        "  through the echo worker, forked (floor, diag.)",
+        "  through the echo worker and wuu-confine (floor, diag.)",
         "ms",
-        "start_exit/echo_fork",
+        "start_exit/echo_confine",
         "start_exit/bare",
         "bare spawn",
         None,
@@ -261,8 +261,8 @@ FIGURES = (
         "  standard over that floor (diag.)",
         "ms",
         "start_exit/standard",
-        "start_exit/echo_fork",
-        "through the echo, forked",
+        "start_exit/echo_confine",
+        "through the echo, confined",
         None,
     ),
     FigureSpec(

@@ -1,13 +1,14 @@
 """`process/start` of `true` until its terminal `process/event`, beside a bare spawn and wait, and beside the
-echo worker spawning it (the floor of any worker process that starts commands for its client), also with a
-fork and a Python function before the exec (the floor of a confined start: each command enters its sandbox
-between fork and exec)."""
+echo worker spawning it (the floor of any worker process that starts commands for its client), also through
+the helper `wuu-confine` (the floor of a confined start: each command enters a sandbox of its own before it
+runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from wuu.generated.models import PermissionMode, ProcessEvent, ProcessEventType, ProcessStartParams
 from wuu.worker.client import WorkerClient
@@ -39,11 +40,11 @@ async def spawn_bare() -> float:
     return (time.perf_counter() - began) * 1000
 
 
-async def spawn_echo(echo: WorkerClient, fork: bool = False) -> float:
-    """Milliseconds for the echo worker to spawn `true` as `spawn_bare` does (with `fork`, running a Python
-    function in the child first) and answer its exit status."""
+async def spawn_echo(echo: WorkerClient, confine: Path | None = None) -> float:
+    """Milliseconds for the echo worker to spawn `true` as `spawn_bare` does (with `confine`, through that
+    helper) and answer its exit status."""
     began = time.perf_counter()
-    answer = await data_of(echo, "spawn", {"argv": ["true"], "fork": fork})
+    answer = await data_of(echo, "spawn", {"argv": ["true"], "confine": confine and str(confine)})
     elapsed = time.perf_counter() - began
     if answer != {"exit_code": 0}:
         raise RuntimeError(f"`true` through the echo ended {answer}")

@@ -11,6 +11,7 @@ from typing import Any
 
 from wuu.generated.models import PermissionMode, ProcessListParams, ProcessListResult
 from wuu.worker.client import WorkerClient
+from wuu.worker.native import confine
 
 from .backends import backend_round
 from .cold_start import cold_echo, cold_native
@@ -136,7 +137,7 @@ class Bench:
 
     async def spawns(self, native: WorkerClient, echo: WorkerClient, index: int) -> None:
         """Round `index`'s share of process/start..exit in each mode, beside bare spawns and spawns
-        through the echo worker (vforked and forked)."""
+        through the echo worker (directly and through wuu-confine)."""
         native.pending_events()
         events = aiter(native.events())
         modes = {"unconfined": PermissionMode.UNCONFINED, "standard": PermissionMode.STANDARD}
@@ -144,13 +145,21 @@ class Bench:
             await start_exit(native, events, mode)
         await spawn_bare()
         await spawn_echo(echo)
+        helper = confine.helper()
+        sides = ["bare", "echo", "unconfined", "standard"]
+        if helper is None:
+            self.samples.mark_absent(
+                "start_exit/echo_confine", "wuu-confine is not built: confined starts fork"
+            )
+        else:
+            sides.insert(2, "echo_confine")
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.spawns, self.config.rounds, index)):
-            for side in alternate(("bare", "echo", "echo_fork", "unconfined", "standard"), index + turn):
+            for side in alternate(sides, index + turn):
                 if side == "bare":
                     timings[side].append(await spawn_bare())
                 elif side.startswith("echo"):
-                    timings[side].append(await spawn_echo(echo, fork=side == "echo_fork"))
+                    timings[side].append(await spawn_echo(echo, helper if side == "echo_confine" else None))
                 else:
                     timings[side].append(await start_exit(native, events, modes[side]))
         for side, values in timings.items():

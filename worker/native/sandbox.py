@@ -6,8 +6,9 @@ spec/schema/permissions/permission_modes.schema.json and spec/schema/worker/exec
 and a private temporary directory. Both may read and execute everything, and both may write the few character
 devices that ordinary commands open for writing. Where Landlock has ABI 6, a command also may not signal, nor
 connect to an abstract Unix socket of, a process outside its own domain. The ruleset is built once per policy
-in the worker; each command enters it in its own process before it execs (`ConfinedSpawner`), so that every
-command has a domain of its own, which holds its descendants and no thread of the worker:
+in the worker; each command enters it in its own process before it execs (`confine.HelperSpawner`, or
+`spawner.ConfinedSpawner` where the helper was not built), so that every command has a domain of its own,
+which holds its descendants and no thread of the worker:
 
     sandbox = Sandbox(SandboxPolicy(PermissionMode.STANDARD, (root, private_tmp)))
     child = await sandbox.spawner.popen(argv, cwd=root)
@@ -27,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wuu.generated.plain import PermissionMode
-from wuu.worker.native import landlock
+from wuu.worker.native import confine, landlock
+from wuu.worker.native.confine import HelperSpawner
 from wuu.worker.native.landlock import AccessFs
 from wuu.worker.native.sandbox_extension import ExtensionSandbox, ExtensionUnavailable
-from wuu.worker.native.spawner import ConfinedSpawner
+from wuu.worker.native.spawner import ConfinedSpawner, SandboxSpawner
 
 # ABI 3 is the first that restricts truncation; below it a confined command could still empty any file it can
 # open for reading.
@@ -116,17 +118,23 @@ class Sandbox:
         except OSError as error:
             os.close(self._fd)
             raise SandboxUnavailable(f"the Landlock ruleset cannot be enforced: {error}") from error
-        self._spawner: ConfinedSpawner | None = None
+        self._spawner: SandboxSpawner | None = None
 
     @property
-    def spawner(self) -> ConfinedSpawner:
-        """The spawner whose children run confined by this policy, each in a domain of its own.
+    def spawner(self) -> SandboxSpawner:
+        """The spawner whose children run confined by this policy, each in a domain of its own: through the
+        compiled helper where the installation built it, else by a fork of the worker.
 
-        The ruleset fd is close-on-exec: a child uses it before it execs, no command sees it.
+        No command sees the ruleset fd: it is close-on-exec, and the helper closes its copy before it execs.
         """
         if self._spawner is None:
             fd = self._fd
-            self._spawner = ConfinedSpawner(lambda: landlock.restrict_self(fd))
+            found = confine.helper()
+            self._spawner = (
+                HelperSpawner(found, fd) if found else ConfinedSpawner(lambda: landlock.restrict_self(fd))
+            )
+            if fd < 0:  # closed before its first spawn
+                self._spawner.close()
         return self._spawner
 
     def close(self) -> None:

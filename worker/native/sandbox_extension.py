@@ -19,7 +19,7 @@ from typing import Any
 from wuu.generated.plain import Invalid, SandboxProcessProbe
 
 from .environment import MINIMAL_PATH
-from .spawner import SPAWNED, Spawner
+from .spawner import SPAWNED, SandboxSpawner
 
 CONFINED = b"confined\n"
 PROBE_TIMEOUT_S = 30.0
@@ -76,23 +76,18 @@ def probe(program: str, mode: str, *, no_tcp: bool = False) -> str:
     return report.name
 
 
-class ExtensionSpawner(Spawner):
+class ExtensionSpawner(SandboxSpawner):
     """Starts each child as `program run` of its policy, and returns it once the program says it is confined."""
 
     def __init__(self, program: str, mode: str, writable: tuple[str, ...], *, no_tcp: bool = False) -> None:
+        super().__init__()
         self._program = program
         self._mode = mode
         self._writable = writable
         self._no_tcp = no_tcp
-        self._closed = False
-
-    def close(self) -> None:
-        """Refuse later spawns."""
-        self._closed = True
 
     async def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-        if self._closed:
-            raise subprocess.SubprocessError("the sandbox is closed")
+        self._refuse_when_closed()
         report, status = os.pipe()
         wrapped = [self._program, "run", "--mode", self._mode]
         for directory in self._writable:

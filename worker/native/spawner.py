@@ -1,10 +1,11 @@
 """Spawning a command's process: unconfined, or confined by a sandbox that the child enters itself.
 
-A confined child enters its Landlock domain between fork and exec (a `preexec_fn`), so that every confined
-command gets a domain of its own and no thread of the worker is ever in one. A domain held by a worker
-thread would let the commands in it signal that thread (killing the worker) or ptrace it (and with it
-the worker's memory). The price is a fork of the worker per confined spawn instead of a vfork, made cheaper by
-giving the heap's free memory back first (`heap`).
+A confined child enters its Landlock domain before its command runs, so that every confined command gets a
+domain of its own and no thread of the worker is ever in one. A domain held by a worker thread would let the
+commands in it signal that thread (killing the worker) or ptrace it (and with it the worker's memory). The
+compiled helper enters it between its own spawn and the command's exec (`confine.HelperSpawner`); without the
+helper, `ConfinedSpawner` here does it between fork and exec (a `preexec_fn`), at the price of a fork of the
+worker per confined spawn instead of a vfork, made cheaper by giving the heap's free memory back first (`heap`).
 
 Either way the child's exit is watched and its output read by `children.ChildTransport`, on the event loop,
 and its pid is kept in SPAWNED, which tells the commands' own processes from the orphans the worker adopts
@@ -64,21 +65,35 @@ class Spawner:
         return SPAWNED.popen(argv, options)
 
 
-class ConfinedSpawner(Spawner):
+class SandboxSpawner(Spawner):
+    """Starts children confined by a sandbox; after `close`, every spawn fails with SubprocessError."""
+
+    def __init__(self) -> None:
+        self._closed = False
+
+    def close(self) -> None:
+        """Refuse later spawns."""
+        self._closed = True
+
+    def _refuse_when_closed(self) -> None:
+        if self._closed:
+            raise subprocess.SubprocessError("the sandbox is closed")
+
+
+class ConfinedSpawner(SandboxSpawner):
     """Starts children that call `restrict` before they exec, from a thread off the event loop (a fork of the
     whole worker takes a while).
 
     A `restrict` that fails makes that spawn fail with SubprocessError, so nothing ever runs unconfined in
-    its place. After `close`, spawns fail the same way.
+    its place.
     """
 
     def __init__(self, restrict: Callable[[], None]) -> None:
+        super().__init__()
         self._restrict = restrict
-        self._closed = False
 
     async def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-        if self._closed:
-            raise subprocess.SubprocessError("the sandbox is closed")
+        self._refuse_when_closed()
         loop = asyncio.get_running_loop()
         spawned = loop.run_in_executor(None, lambda: self._spawn(argv, options))
         try:
@@ -88,10 +103,6 @@ class ConfinedSpawner(Spawner):
             # ends only after the spawn has, and nothing it started outlives it.
             await _ended_despite_cancellation(spawned)
             raise
-
-    def close(self) -> None:
-        """Refuse later spawns."""
-        self._closed = True
 
     def _spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
         heap.trim()  # a fork's cost grows with the worker's resident memory
@@ -109,7 +120,12 @@ async def _ended_despite_cancellation(future: asyncio.Future[subprocess.Popen[by
             await asyncio.wait((future,))
     if future.exception() is None:
         child = future.result()
-        for kill in (os.killpg, os.kill):  # its group, when it leads one (a command does), then itself
-            with contextlib.suppress(ProcessLookupError):
-                kill(child.pid, signal.SIGKILL)
+        kill(child)
         await asyncio.to_thread(child.wait)
+
+
+def kill(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a child whose spawn is abandoned: its group, when it leads one (a command does), then itself."""
+    for send in (os.killpg, os.kill):
+        with contextlib.suppress(ProcessLookupError):
+            send(child.pid, signal.SIGKILL)
