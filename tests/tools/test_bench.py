@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.bench import figures as bench_figures
+from tools.bench import report
+from tools.bench.samples import Samples
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FIGURES = (
@@ -48,6 +52,7 @@ FIGURES = (
     "connection_ssh_fresh_floor",
     "connection_ssh_client_floor",
     "connection_ssh_added",
+    "connection_ssh_fresh_bound",
     "userhost_rtt_p50",
     "userhost_rtt_p99",
     "userhost_grpc_p50",
@@ -136,3 +141,15 @@ def test_quick_bench_reports_every_figure(tmp_path: Path) -> None:
         assert sample["rounds"] and sample["median"] > 0, key
     # The table names every figure's verdict.
     assert "figure" in run.stdout and ("PASS" in run.stdout or "MISS" in run.stdout)
+
+
+def test_a_missed_target_that_its_floor_misses_too_is_floor_bound() -> None:
+    spec = next(spec for spec in bench_figures.FIGURES if spec.key == "start_exit_standard")
+    assert spec.floor is not None and spec.target == bench_figures.Target("ratio_max", 1.3)
+    verdicts = {}
+    for floor in (1.9, 1.2):  # the floor's ratio to the bare spawn: over the target, then within it
+        samples = Samples()
+        for key, value in ((spec.side, 2.0), (spec.baseline, 1.0), (spec.floor, floor)):
+            samples.add(key, value)
+        verdicts[floor] = report.verdict(bench_figures.figure(spec, samples))
+    assert verdicts == {1.9: "FLOOR", 1.2: "MISS"}

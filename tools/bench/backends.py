@@ -296,3 +296,7 @@ async def backend_round(config: Config, samples: Samples, workdir: Path, index: 
             samples.add(f"conn_bound/{backend}", TRANSPORT_FACTOR * medians[f"{backend}_floor"] + worker)
     if "ssh" in medians:
         samples.add("conn/ssh_added", medians["ssh"] - worker)
+    fresh = [medians[side] for side in ("ssh_fresh_floor", "ssh_client_floor") if side in medians]
+    if fresh:
+        # What an adapter, a fresh process with a fresh connection, cannot go below on either transport.
+        samples.add("conn_floor/ssh", min(fresh) + worker)

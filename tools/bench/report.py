@@ -25,6 +25,13 @@ def number(value: float, unit: str) -> str:
     return f"{value:.2f} {unit}" if value < 10 else f"{value:.1f} {unit}"
 
 
+def verdict(figure: dict[str, Any]) -> str:
+    """A figure's result: PASS, MISS, FLOOR (missed, as its floor misses it too), or nothing (no target)."""
+    if figure["pass"] is None:
+        return ""
+    return "PASS" if figure["pass"] else "FLOOR" if figure["floor_bound"] else "MISS"
+
+
 def table(found: dict[str, dict[str, Any]]) -> str:
     """The figures as a text table: figure, measured value, baseline, ratio, target, result."""
     header = ("figure", "measured", "baseline", "ratio", "target", "result")
@@ -34,7 +41,6 @@ def table(found: dict[str, dict[str, Any]]) -> str:
         if "absent" in figure:  # a backend this machine cannot run: the last column says why
             rows.append((spec.label, "absent", "", "", "", f"({figure['absent']})"))
             continue
-        verdict = "" if figure["pass"] is None else ("PASS" if figure["pass"] else "MISS")
         rows.append(
             (
                 spec.label,
@@ -42,7 +48,7 @@ def table(found: dict[str, dict[str, Any]]) -> str:
                 f"{number(figure['baseline'], spec.unit)} ({spec.baseline_label})",
                 f"{figure['ratio']:.2f}x" if figure["ratio"] is not None else "",
                 figure["target"] or "",
-                verdict,
+                verdict(figure),
             )
         )
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
@@ -75,6 +81,9 @@ def notes(report: dict[str, Any], delivered: float, json_path: Path) -> str:
         "An adapter is a fresh process per connection: the ssh rows' fresh-process floor imports asyncssh "
         "first, and the OpenSSH\nclient is the other transport it could use.\n"
         "Values are medians over the rounds; ratio is the median of the rounds' measured/baseline ratios.\n"
+        "FLOOR: the target is missed, and so is it by the row's floor (a row beneath it), the same work with "
+        "nothing of this\nproject's in it: the target is out of reach on this machine; the row over the floor "
+        "says how close the project comes.\n"
         f"process/read delivered {delivered:.1%} of a {config['stream_bytes'] / MIB:g} MiB burst at the default "
         f"retention ({WORKER_DEFAULT_OUTPUT_RETENTION_BYTES / MIB:g} MiB), in back-to-back reads of up to "
         f"{config['stream_read'] / MIB:g} MiB that wait for new bytes"
