@@ -134,14 +134,16 @@ class PersonalPlugin(ApprovalMethods, GrantMethods, AttentionSettingsMethods, Pe
         # With attachments, a retry is recognized before their bytes are written again.
         if decoded and await self.store.receipt(user_input.request_id) is not None:
             with refusals_as_wire_errors():  # a replay, or a conflict
-                return _sent(await self.store.admit(submission, self.clock()))
+                return _sent(await durably(self.store.admit(submission, self.clock())))
         if call.revoked.is_set():
             raise UserHostError(UserHostErrorCode.CANCELLED, "the call lost its foreground authority")
         staged = await asyncio.to_thread(self.files.stage, decoded) if decoded else []
         try:
             with refusals_as_wire_errors():
                 admission = await durably(
-                    self.store.admit(replace(submission, attachments=staged), self.clock())
+                    self.store.admit(
+                        replace(submission, attachments=staged) if staged else submission, self.clock()
+                    )
                 )
         except BaseException:
             self.files.discard(staged)

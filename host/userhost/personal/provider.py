@@ -9,7 +9,7 @@ Every write a provider acknowledges is durable when its call returns.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -284,10 +284,11 @@ class SessionDomain(Protocol):
     async def owns(self, session_id: str) -> bool:
         """Whether the session exists in this space and domain (the space's owner owns every session)."""
 
-    async def admit(self, submission: Submission, now: datetime) -> Admission:
+    def admit(self, submission: Submission, now: datetime) -> Awaitable[Admission]:
         """Admit the input into its session's history with a durable receipt, or return the receipt its
         request ID already has. RequestIdConflict when the ID bound another input, ClientInputIdTaken when
-        the client input ID names another input of the session."""
+        the client input ID names another input of the session. The write is under way once this returns:
+        a future (or a coroutine) that ends when it is durable, the path of every send."""
 
     async def admitted_by(self, session_id: str, client_input_id: str) -> Caller | None:
         """The client transport that admitted an input of the session, when one did and it was recorded."""

@@ -9,6 +9,7 @@ a read on its reader.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -98,8 +99,9 @@ class SqliteSessionDomain:
 
     # --- input ------------------------------------------------------------------------------------
 
-    async def admit(self, submission: Submission, now: datetime) -> Admission:
-        return await self.database.write(lambda c: admission.admit(c, self.main_session_id, submission, now))
+    def admit(self, submission: Submission, now: datetime) -> asyncio.Future[Admission]:
+        # The commit's own future: a caller that must not lose it (`durably`) needs no task to hold it.
+        return self.database.submit(lambda c: admission.admit(c, self.main_session_id, submission, now))
 
     async def admitted_by(self, session_id: str, client_input_id: str) -> Caller | None:
         return await self.database.read(lambda c: admission.admitted_by(c, session_id, client_input_id))
