@@ -10,8 +10,8 @@ command as the bench's bare spawn does, waits for it, and answers `{exit_code}`:
 process through any worker process on this machine (the request, the answer, and a third process beside
 the client and the child). With `confine`, the path of the native worker's helper `wuu-confine`, the command
 starts through it as a confined command does: the helper enters a Landlock domain that may write no file (a
-ruleset built here once) and reports on a pipe until it execs the command. That is the floor of a confined
-start: a process that enters a domain of its own before the command runs.
+ruleset built here once) and reports on a pipe until it execs the command with this process's environment.
+That is the floor of a confined start: a process that enters a domain of its own before the command runs.
 
 Usage: python tools/bench/echo.py   (run by the bench as a plain script; it imports nothing from wuu or tools)
 """
@@ -54,9 +54,11 @@ async def spawn(argv: list[str], confine: str | None) -> int:
         return await child.wait()
     ruleset = landlock_ruleset()
     report, status = os.pipe()
+    environment = [f"{name}={value}" for name, value in os.environ.items()]
     child = await asyncio.create_subprocess_exec(
-        confine, str(ruleset), str(status), *argv, pass_fds=(ruleset, status)
-    )
+        confine, str(ruleset), str(status), str(len(environment)), *environment, *argv,
+        env={}, pass_fds=(ruleset, status),
+    )  # fmt: skip
     os.close(status)
     with open(report, "rb") as said:
         if said.read():

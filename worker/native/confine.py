@@ -6,8 +6,10 @@ domain as a `preexec_fn` would give it, without a fork of the whole worker (a fe
 Python process; the exec of the small static helper costs a fraction of one). The installation builds the
 helper (setup.py); where it could not, `sandbox.Sandbox` falls back to `spawner.ConfinedSpawner`.
 
-The helper reports on a pipe whose write end is close-on-exec in it: end of file means the command is
-running; a line `landlock ERRNO` or `exec ERRNO` means it is not, and the helper has exited.
+The helper runs with an empty environment and gives the command its own, passed in its arguments, so that
+nothing a request puts in a command's environment (LD_PRELOAD, say) acts on the helper before it is confined.
+It reports on a pipe whose write end is close-on-exec in it: end of file means the command is running; a
+line `landlock ERRNO` or `exec ERRNO` means it is not, and the helper has exited.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import errno
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +48,22 @@ class HelperSpawner(SandboxSpawner):
 
     async def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
         self._refuse_when_closed()
+        if "executable" in options or options.get("shell"):
+            raise ValueError("a confined spawn runs argv itself: no `executable`, no `shell`")
+        environment = _entries(options.pop("env", None))
         report, status = os.pipe()
-        wrapped = [self._helper, str(self._ruleset_fd), str(status), *argv]
+        wrapped = [
+            self._helper,
+            str(self._ruleset_fd),
+            str(status),
+            str(len(environment)),
+            *environment,
+            *argv,
+        ]
         passed = (*options.pop("pass_fds", ()), self._ruleset_fd, status)
         try:
-            child = SPAWNED.popen(wrapped, {**options, "pass_fds": passed})
+            # The helper itself gets no environment: the command's is in its arguments.
+            child = SPAWNED.popen(wrapped, {**options, "env": {}, "pass_fds": passed})
         except BaseException as error:
             os.close(report)
             if isinstance(error, OSError) and error.filename == self._helper:
@@ -63,7 +77,7 @@ class HelperSpawner(SandboxSpawner):
             said = await _read_to_end(report)
         except BaseException:
             kill(child)
-            child.wait()
+            await asyncio.to_thread(child.wait)
             raise
         if not said:
             return child
@@ -73,6 +87,17 @@ class HelperSpawner(SandboxSpawner):
         if stage == "exec":
             raise OSError(code, os.strerror(code), argv[0])
         raise subprocess.SubprocessError(f"the sandbox could not be applied: {os.strerror(code)}")
+
+
+def _entries(env: Mapping[str, str] | None) -> list[str]:
+    """The command's environment (`env`, else this process's) as `NAME=VALUE` entries, refused as
+    `subprocess.Popen` refuses it."""
+    entries = []
+    for name, value in (os.environ if env is None else env).items():
+        if "=" in name:
+            raise ValueError("illegal environment variable name")
+        entries.append(f"{name}={value}")
+    return entries
 
 
 async def _read_to_end(fd: int) -> bytes:

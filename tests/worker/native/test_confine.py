@@ -1,6 +1,7 @@
-"""wuu-confine, the compiled helper that starts confined commands: built by the installation, the command found
-and refused exactly as an unconfined spawn finds and refuses it, nothing run when the domain cannot be entered,
-no fd of its own left to the command, and nothing left behind by a cancelled spawn."""
+"""wuu-confine, the compiled helper that starts confined commands: built by the installation, the command found,
+refused and given its environment exactly as an unconfined spawn does it, that environment kept from the helper
+itself, nothing run when the domain cannot be entered, no fd of its own left to the command, and nothing left
+behind by a cancelled spawn."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 
 from tests.helpers import DEADLINE, carrying
 from wuu.generated.models import PermissionMode
-from wuu.worker.native import confine
+from wuu.worker.native import confine, landlock
 from wuu.worker.native.confine import HelperSpawner
+from wuu.worker.native.landlock import AccessFs
 from wuu.worker.native.sandbox import MIN_ABI, Sandbox, SandboxPolicy, sandbox_abi
 from wuu.worker.native.spawner import Spawner
 
@@ -78,10 +80,59 @@ async def test_a_command_is_found_and_refused_as_an_unconfined_spawn_would(
         (["./here"], {"PATH": path}),
         (["here"], {"PATH": f":{first}"}),  # an empty entry is the current directory
         (["echo", "no PATH at all"], {}),
+        (["env"], {"PATH": path, "ONE": "1", "EMPTY": ""}),  # exactly its own environment
+        (["n" * 300], {"PATH": path}),  # a name longer than a file name may be
+        (["n" * 5000], {"PATH": path}),  # a path longer than a path may be
     ]
     for argv, env in cases:
         confined = await outcome(sandbox.spawner, argv, tmp_path, env)
         assert confined == await outcome(Spawner(), argv, tmp_path, env), argv
+
+
+EVIL = """
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((constructor)) static void escape(void) {
+    const char *marker = getenv("MARKER");
+    if (marker != NULL) close(open(marker, O_CREAT | O_WRONLY, 0600));
+}
+"""
+
+
+async def test_the_commands_environment_does_not_act_on_the_helper(tmp_path: Path) -> None:
+    # A dynamically linked helper (where no static C library is installed, the build makes one) would run
+    # LD_PRELOAD's constructor before it enters the domain; the command's environment never reaches it.
+    compiler = os.environ.get("CC", "cc").split()[0]
+    source = Path(confine.__file__).with_name("confine.c")
+    (tmp_path / "evil.c").write_text(EVIL)
+    built = [
+        subprocess.run([compiler, *argv], capture_output=True, check=False)
+        for argv in (
+            ["-shared", "-fPIC", "-o", str(tmp_path / "evil.so"), str(tmp_path / "evil.c")],
+            ["-std=c11", "-o", str(tmp_path / "dynamic-confine"), str(source)],
+        )
+    ]
+    assert all(result.returncode == 0 for result in built), [result.stderr for result in built]
+    outside = tmp_path.parent / f"{tmp_path.name}-escaped"
+    ruleset = landlock.create_ruleset(
+        {"/": AccessFs.READ_FILE | AccessFs.READ_DIR | AccessFs.EXECUTE}, sandbox_abi()
+    )
+    try:
+        spawner = HelperSpawner(tmp_path / "dynamic-confine", ruleset)
+        env = {"PATH": os.environ["PATH"], "LD_PRELOAD": str(tmp_path / "evil.so"), "MARKER": str(outside)}
+        child = await spawner.popen(["true"], env=env)
+        assert await asyncio.to_thread(child.wait) == 0
+    finally:
+        os.close(ruleset)
+    # The command itself ran the constructor too, but confined: the file outside its root is not there.
+    assert not outside.exists()
+
+
+async def test_options_that_would_run_another_program_are_refused(sandbox: Sandbox) -> None:
+    for options in ({"executable": "/bin/sh"}, {"shell": True}):
+        with pytest.raises(ValueError, match="no `executable`, no `shell`"):
+            await sandbox.spawner.popen(["true"], **options)
 
 
 async def test_nothing_runs_where_the_domain_cannot_be_entered(tmp_path: Path) -> None:
