@@ -7,6 +7,7 @@ build goes on without it and the worker forks instead (worker/native/confine.py)
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,21 +36,25 @@ def packages() -> list[str]:
     return found
 
 
+COMPILER = shlex.split(os.environ.get("CC", "cc"))
+
+
+def has_compiler() -> bool:
+    """Whether the C compiler is there: the helper, and with it a platform-specific build, depend on it."""
+    return bool(COMPILER) and shutil.which(COMPILER[0]) is not None
+
+
 def compile_helper(source: Path, target: Path) -> None:
     """Compile the helper, static where the C library allows it (no loader to run at each exec); without a
-    compiler, say so and build the rest."""
-    compiler = shlex.split(os.environ.get("CC", "cc"))
+    compiler, say so and build the rest (with no helper, not one left from an earlier build)."""
+    target.unlink(missing_ok=True)
+    if not has_compiler():
+        print(f"wuu: no C compiler ({shlex.join(COMPILER)}): {HELPER} is not built, confined commands fork")
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     common = ["-std=c11", "-O2", "-Wall", "-Wextra", "-s", "-o", str(target), str(source)]
     for linking in (["-static"], []):
-        try:
-            result = subprocess.run([*compiler, *linking, *common], capture_output=True, text=True)
-        except OSError as error:
-            print(
-                f"wuu: no C compiler ({error}): {HELPER} is not built, confined commands fork",
-                file=sys.stderr,
-            )
-            return
+        result = subprocess.run([*COMPILER, *linking, *common], capture_output=True, text=True)
         if result.returncode == 0:
             return
     print(f"wuu: {HELPER} is not built, confined commands fork:\n{result.stderr}", file=sys.stderr)
@@ -69,18 +74,19 @@ class BuildWithHelper(build_py):
 
 
 class WithCompiledHelper(Distribution):
-    """A distribution that holds compiled code (the helper): its files install as platform-specific ones."""
+    """A distribution that holds compiled code (the helper) where a compiler builds it: its files then install
+    as platform-specific ones."""
 
     def has_ext_modules(self) -> bool:
-        return True
+        return has_compiler()
 
 
 class PlatformWheel(bdist_wheel):
-    """A wheel for this platform (it carries the compiled helper) and for any Python 3: no extension module."""
+    """A wheel for this platform when it carries the compiled helper, for any Python 3 (no extension module)."""
 
     def get_tag(self) -> tuple[str, str, str]:
-        _, _, platform = super().get_tag()
-        return "py3", "none", platform
+        tag = super().get_tag()
+        return tag if self.root_is_pure else ("py3", "none", tag[2])
 
 
 setup(

@@ -1,4 +1,5 @@
-"""One distribution, import root `wuu`: a built wheel installs and imports outside the repository."""
+"""One distribution, import root `wuu`: a built wheel installs and imports outside the repository, with the
+confined-start helper where a C compiler built it and as a pure wheel where none could."""
 
 from __future__ import annotations
 
@@ -61,3 +62,15 @@ def test_wheel_installs_and_imports_outside_the_repository(tmp_path: Path) -> No
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(target / "wuu" / "generated" / "models.py")
+
+    # Without a C compiler the build goes on: a wheel for any platform, with no helper (the worker forks).
+    pure = tmp_path / "pure"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(pure), str(ROOT)],
+        env={**os.environ, "CC": str(tmp_path / "no-such-cc")},
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = pure.glob("wuu-*.whl")
+    assert wheel.name == "wuu-0.1.0-py3-none-any.whl"
+    assert "wuu/worker/native/wuu-confine" not in zipfile.ZipFile(wheel).namelist()
