@@ -299,4 +299,4 @@ async def backend_round(config: Config, samples: Samples, workdir: Path, index: 
     fresh = [medians[side] for side in ("ssh_fresh_floor", "ssh_client_floor") if side in medians]
     if fresh:
         # What an adapter, a fresh process with a fresh connection, cannot go below on either transport.
-        samples.add("conn_floor/ssh", min(fresh) + worker)
+        samples.add("conn/ssh_fresh_bound", min(fresh) + worker)

@@ -475,7 +475,7 @@ FIGURES = (
                 f"conn_bound/{backend}",
                 bound,
                 Target("ratio_max", 1.0),
-                floor="conn_floor/ssh" if backend == "ssh" else None,
+                floor="conn/ssh_fresh_bound" if backend == "ssh" else None,
             ),
             *(
                 ()
@@ -525,7 +525,7 @@ FIGURES = (
         "connection_ssh_fresh_bound",
         "  the faster fresh-process floor + the worker alone (floor, diag.)",
         "ms",
-        "conn_floor/ssh",
+        "conn/ssh_fresh_bound",
         "conn_bound/ssh",
         "1.5 x floor + worker",
         None,

@@ -146,13 +146,11 @@ class Bench:
         await spawn_bare()
         await spawn_echo(echo)
         helper = confine.helper()
-        sides = ["bare", "echo", "unconfined", "standard"]
         if helper is None:
             self.samples.mark_absent(
                 "start_exit/echo_confine", "wuu-confine is not built: confined starts fork"
             )
-        else:
-            sides.insert(2, "echo_confine")
+        sides = ["bare", "echo", *(["echo_confine"] if helper else []), "unconfined", "standard"]
         timings: dict[str, list[float]] = defaultdict(list)
         for turn in range(share(self.config.spawns, self.config.rounds, index)):
             for side in alternate(sides, index + turn):

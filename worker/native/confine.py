@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wuu.worker.native.spawner import SPAWNED, SandboxSpawner, kill
+from wuu.worker.native.spawner import SPAWNED, SandboxSpawner, abandon
 
 HELPER = Path(__file__).with_name("wuu-confine")
 """Where the installation puts the helper: beside this module."""
@@ -76,8 +76,7 @@ class HelperSpawner(SandboxSpawner):
         try:
             said = await _read_to_end(report)
         except BaseException:
-            kill(child)
-            await asyncio.to_thread(child.wait)
+            await abandon(child)
             raise
         if not said:
             return child

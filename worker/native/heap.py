@@ -1,6 +1,7 @@
 """The C heap's free memory, given back to the system before the worker forks.
 
-A confined command is started by a fork of the whole worker (`spawner.ConfinedSpawner`), and a fork costs
+Where the installation could not build the confined-start helper (`confine`), a confined command is started
+by a fork of the whole worker (`spawner.ConfinedSpawner`), and a fork costs
 time for every resident page of the parent: its page tables are copied, and its pages are shared
 copy-on-write until the exec. Memory that Python has freed stays resident in glibc's heap, though: after a
 command's output or an export has passed through in chunks, the worker keeps tens of MiB it no longer uses,

@@ -10,16 +10,14 @@ process group is killed: the command never runs unconfined.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import subprocess
 from typing import Any
 
 from wuu.generated.plain import Invalid, SandboxProcessProbe
 
 from .environment import MINIMAL_PATH
-from .spawner import SPAWNED, SandboxSpawner
+from .spawner import SPAWNED, SandboxSpawner, abandon
 
 CONFINED = b"confined\n"
 PROBE_TIMEOUT_S = 30.0
@@ -114,10 +112,10 @@ class ExtensionSpawner(SandboxSpawner):
                 )
             said = reading.result()
         except BaseException:
-            _kill(child)  # which also ends the report, and so the thread reading it
+            await abandon(child)  # which also ends the report, and so the thread reading it
             raise
         if said != CONFINED:
-            _kill(child)
+            await abandon(child)
             reason = said.decode(errors="replace").strip() or f"it ended with status {child.wait()}"
             raise subprocess.SubprocessError(f"the sandbox extension did not confine the command: {reason}")
         return child
@@ -127,10 +125,3 @@ def _read_report(fd: int) -> bytes:
     """What the program wrote on its status descriptor until it closed it (closes `fd`)."""
     with os.fdopen(fd, "rb") as report:
         return report.read(_REASON_MAX)
-
-
-def _kill(child: subprocess.Popen[bytes]) -> None:
-    """Kill the program's process group (it leads one) and reap it."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(child.pid, signal.SIGKILL)
-    child.wait()

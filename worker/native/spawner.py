@@ -119,13 +119,13 @@ async def _ended_despite_cancellation(future: asyncio.Future[subprocess.Popen[by
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait((future,))
     if future.exception() is None:
-        child = future.result()
-        kill(child)
-        await asyncio.to_thread(child.wait)
+        await abandon(future.result())
 
 
-def kill(child: subprocess.Popen[bytes]) -> None:
-    """SIGKILL a child whose spawn is abandoned: its group, when it leads one (a command does), then itself."""
+async def abandon(child: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a child whose spawn is abandoned, its group first when it leads one (a command does), and reap
+    it off the loop (a child stuck in an exec from a hung mount takes its time to die)."""
     for send in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError):
             send(child.pid, signal.SIGKILL)
+    await asyncio.to_thread(child.wait)
