@@ -20,71 +20,94 @@ from wuu.generated.models import AttachmentMetadata, InputReceipt
 from ...services import Caller
 from ..provider import Admission, ContextMessage, StoredAttachment, Submission
 from ..refusals import ClientInputIdTaken, RequestIdConflict
-from ..stamps import rfc3339
+from ..stamps import micros, rfc3339
 from . import sessions
-from .messages import append_message
+from .messages import append_at
 
 
 def admit(connection: sqlite3.Connection, main: str, submission: Submission, now: datetime) -> Admission:
     """Admit the input into its session's history with its receipt, or return the receipt its request ID
     already has when everything admission binds matches. RequestIdConflict when the request ID bound another
-    input; ClientInputIdTaken when the client input ID names another input of the session."""
-    sessions.require(connection, submission.session_id, main)
-    found = connection.execute(
-        "SELECT binding_digest FROM input_receipts WHERE request_id = ?", (submission.request_id,)
-    ).fetchone()
-    if found is not None:
-        if found[0] != submission.binding_digest:
-            raise RequestIdConflict(f"request {submission.request_id} was already used for another input")
-        receipt = receipt_where(connection, "request_id = ?", submission.request_id)
-        assert receipt is not None
-        return Admission(receipt, replayed=True)
-    used = connection.execute(
-        "SELECT 1 FROM input_receipts WHERE session_id = ? AND client_input_id = ?",
-        (submission.session_id, submission.client_input_id),
-    ).fetchone()
-    if used is not None:
-        raise ClientInputIdTaken(
-            f"client input {submission.client_input_id} already names another input of the session"
-        )
-    seq = append_message(connection, submission.session_id, "user", submission.text, now)
+    input; ClientInputIdTaken when the client input ID names another input of the session; MainSessionMissing
+    or SessionNotFound when the session is not in the store."""
     receipt_id = sessions.new_id("rcp")
     stamp = rfc3339(now)
-    connection.execute(
-        "INSERT INTO input_receipts VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-        (
-            receipt_id,
-            submission.request_id,
-            submission.binding_digest,
-            submission.session_id,
-            submission.plugin_id,
-            submission.client_input_id,
-            submission.text_sha256,
-            stamp,
-            stamp,
-            seq,
-            None if submission.admitted_by is None else orjson.dumps(submission.admitted_by).decode(),
-        ),
-    )
+    admitted_by = None if submission.admitted_by is None else orjson.dumps(submission.admitted_by).decode()
+    # The receipt goes first, at the sequence its message will take: its unique request ID and client input
+    # ID are the admission rules' checks, made by the insert itself (a statement fewer each), and the
+    # session's own foreign key is the check that the session exists.
+    try:
+        inserted = connection.execute(
+            "INSERT INTO input_receipts VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, "
+            "(SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE session_id = ?4), NULL, ?) "
+            "ON CONFLICT (request_id) DO NOTHING ON CONFLICT (session_id, client_input_id) DO NOTHING "
+            "RETURNING history_seq",
+            (
+                receipt_id,
+                submission.request_id,
+                submission.binding_digest,
+                submission.session_id,
+                submission.plugin_id,
+                submission.client_input_id,
+                submission.text_sha256,
+                stamp,
+                stamp,
+                admitted_by,
+            ),
+        ).fetchone()
+    except sqlite3.IntegrityError:
+        sessions.require(connection, submission.session_id, main)
+        raise
+    if inserted is None:
+        return _admitted_before(connection, submission)
+    seq = append_at(connection, submission.session_id, "user", "text", submission.text, stamp, micros(now))
+    assert seq == inserted[0], (seq, inserted)
     attachments = [
         (staged.attachment_id, staged.filename, staged.media_type, staged.size, staged.sha256)
         for staged in submission.attachments
     ]
-    connection.executemany(
-        "INSERT INTO attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (metadata[0], receipt_id, position, submission.session_id, seq, *metadata[1:], str(staged.path))
-            for position, (metadata, staged) in enumerate(
-                zip(attachments, submission.attachments, strict=True)
-            )
-        ],
-    )
+    if attachments:
+        connection.executemany(
+            "INSERT INTO attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    staged.attachment_id,
+                    receipt_id,
+                    position,
+                    submission.session_id,
+                    seq,
+                    staged.filename,
+                    staged.media_type,
+                    staged.size,
+                    staged.sha256,
+                    str(staged.path),
+                )
+                for position, staged in enumerate(submission.attachments)
+            ],
+        )
     receipt = _receipt_of(
         (receipt_id, 1, submission.session_id, submission.plugin_id, submission.client_input_id,
          submission.request_id, submission.text_sha256, stamp, stamp, seq, None),
         attachments,
     )  # fmt: skip
     return Admission(receipt, replayed=False)
+
+
+def _admitted_before(connection: sqlite3.Connection, submission: Submission) -> Admission:
+    """The outcome of a submission whose receipt insert met an existing one: the replay of the request ID's
+    receipt, RequestIdConflict, or ClientInputIdTaken."""
+    found = connection.execute(
+        "SELECT binding_digest FROM input_receipts WHERE request_id = ?", (submission.request_id,)
+    ).fetchone()
+    if found is None:
+        raise ClientInputIdTaken(
+            f"client input {submission.client_input_id} already names another input of the session"
+        )
+    if found[0] != submission.binding_digest:
+        raise RequestIdConflict(f"request {submission.request_id} was already used for another input")
+    receipt = receipt_where(connection, "request_id = ?", submission.request_id)
+    assert receipt is not None
+    return Admission(receipt, replayed=True)
 
 
 def receipts(

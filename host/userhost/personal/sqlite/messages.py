@@ -37,19 +37,24 @@ def append_message(
 ) -> int:
     """Save one message at the session's next sequence (search indexes it with the batch it completes or a
     later one, `search_index`); its sequence."""
-    last = connection.execute(
-        "SELECT seq, created_us, created_at FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    seq = 1 if last is None else last[0] + 1
-    stamp, at = micros(now), rfc3339(now)
-    if last is not None and last[1] is not None and last[1] > stamp:
-        stamp, at = last[1], last[2]  # timestamps never run backwards within a session
-    row_id = connection.execute(
+    return append_at(connection, session_id, role, kind, text, rfc3339(now), micros(now))
+
+
+def append_at(
+    connection: sqlite3.Connection, session_id: str, role: str, kind: str, text: str, at: str, stamp: int
+) -> int:
+    """`append_message` of a moment given both ways (`at` is `stamp` in RFC 3339), for a writer that
+    records the same moment elsewhere."""
+    # One statement: the session's last message gives the sequence and the time floor as the row is
+    # inserted (a writer's statements each hand the interpreter lock back and forth with the event loop).
+    row_id, seq = connection.execute(
         "INSERT INTO messages (session_id, seq, role, kind, text, created_at, created_us) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, seq, role, kind, text, at, stamp),
-    ).lastrowid
-    assert row_id is not None
+        "SELECT ?1, coalesce(last.seq, 0) + 1, ?2, ?3, ?4, "
+        "CASE WHEN last.created_us > ?6 THEN last.created_at ELSE ?5 END, "
+        "CASE WHEN last.created_us > ?6 THEN last.created_us ELSE ?6 END "
+        "FROM (SELECT 1) LEFT JOIN (SELECT seq, created_us, created_at FROM messages WHERE session_id = ?1 "
+        "ORDER BY seq DESC LIMIT 1) AS last RETURNING id, seq",
+        (session_id, role, kind, text, at, stamp),
+    ).fetchone()
     search_index.appended(connection, row_id)
-    return seq
+    return int(seq)

@@ -3,7 +3,7 @@ that a session exists. Each function runs on a connection of the database (the w
 
 from __future__ import annotations
 
-import secrets
+import os
 import sqlite3
 import time
 from datetime import datetime
@@ -22,7 +22,7 @@ def new_id(prefix: str) -> str:
     48 random bits: 24 hex digits. IDs made later sort later, so a table or index keyed by them grows at its
     end: a write dirties the pages the previous ones did, not a page anywhere in the tree, and each page a
     commit writes costs it time."""
-    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+    return f"{prefix}_{time.time_ns() // 1_000_000:012x}{os.urandom(6).hex()}"
 
 
 def create_or_check_space(

@@ -8,7 +8,12 @@ from dataclasses import replace
 import pytest
 
 from wuu.host.userhost.personal.provider import Submission
-from wuu.host.userhost.personal.refusals import ClientInputIdTaken, RequestIdConflict, SessionNotFound
+from wuu.host.userhost.personal.refusals import (
+    ClientInputIdTaken,
+    MainSessionMissing,
+    RequestIdConflict,
+    SessionNotFound,
+)
 from wuu.host.userhost.personal.sqlite import admission
 from wuu.host.userhost.services import Caller
 
@@ -60,6 +65,29 @@ def test_an_unknown_session_admits_nothing(store: Store) -> None:
     with pytest.raises(SessionNotFound):
         admission.admit(store.connection, store.main, other, store.clock())
     assert store.count("messages") == 0
+
+
+def test_a_main_conversation_missing_from_the_store_admits_nothing(store: Store) -> None:
+    store.connection.execute("PRAGMA foreign_keys = OFF")
+    store.connection.execute("DELETE FROM sessions WHERE session_id = ?", (store.main,))
+    store.connection.execute("PRAGMA foreign_keys = ON")
+    with pytest.raises(MainSessionMissing, match=f"^the main conversation {store.main} is missing"):
+        admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    assert (store.count("messages"), store.count("input_receipts")) == (0, 0)
+
+
+def test_each_receipt_names_the_sequence_its_message_took(store: Store) -> None:
+    store.connection.execute(
+        "INSERT INTO messages (session_id, seq, role, text) VALUES (?, 1, 'assistant', 'hi')", (store.main,)
+    )
+    first = admission.admit(store.connection, store.main, submission(store, "req-1", "in-1"), store.clock())
+    second = admission.admit(
+        store.connection, store.main, submission(store, "req-2", "in-2", "bye"), store.clock()
+    )
+    assert (first.receipt.history_seq, second.receipt.history_seq) == (2, 3)
+    assert store.connection.execute(
+        "SELECT seq, text FROM messages WHERE role = 'user' ORDER BY seq"
+    ).fetchall() == [(2, "hello"), (3, "bye")]
 
 
 def test_read_at_is_recorded_once_and_only_for_the_exact_pair(store: Store) -> None:
