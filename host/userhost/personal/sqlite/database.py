@@ -43,6 +43,9 @@ def connect(path: Path, prepare: Prepare | None = None) -> sqlite3.Connection:
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute("PRAGMA foreign_keys = ON")
     connection.execute("PRAGMA busy_timeout = 10000")
+    # The savepoint journals of a group commit stay in memory: on disk, a group past 64 KiB of them opened,
+    # wrote and deleted a temporary file, in every commit.
+    connection.execute("PRAGMA temp_store = MEMORY")
     # What a write deletes or overwrites is zeroed, not left in the file's free space: a forgotten memory's
     # texts must leave the store (spec/schema/userhost/memory.schema.json, MemoryStatus).
     connection.execute("PRAGMA secure_delete = ON")
