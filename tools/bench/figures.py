@@ -399,7 +399,7 @@ FIGURES = (
             "admission floor",
             None,
         )
-        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's threads"))
+        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's reader and writer"))
     ),
     FigureSpec(
         "personal_send_16",
@@ -456,7 +456,7 @@ FIGURES = (
             "admission floor",
             None,
         )
-        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's threads"))
+        for side, label in (("loop", "the event loop's thread"), ("threads", "the store's reader and writer"))
     ),
     *(
         row

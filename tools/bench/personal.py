@@ -11,8 +11,9 @@ input: two more durable writes per input (its `read_at`, its reply), which the s
 with. Two more diagnostic rows are the floors under the host (`send_floor.py`): a bare server committing one
 row per request through the store's writer, and the same server committing the store's own admission
 transaction. Every side is sent the same request lines by the same bare clients (`Lane`). Beside each rate,
-the server's CPU per send is read from /proc: its event loop's thread, and its other threads together (the
-store's writer and reader), which tells where a host spends what a floor does not.
+the server's CPU per send is read from /proc: its event loop's thread, and its other threads and child processes
+together (the store's reader thread and writer process), which tells where a host spends what a floor does
+not.
 
 The searched conversation is built straight into a store file (the schema's migrations, then rows in bulk:
 building a million messages through `agents.send` would take most of the run) and then served by a host.
@@ -192,20 +193,36 @@ class Lane:
 
 def thread_cpu(pid: int) -> tuple[float, float]:
     """CPU seconds that process `pid` has used so far (the scheduler's own count, in nanoseconds): its main
-    thread's, which runs its event loop, and all its other threads' together (for a store, its writer and its
-    reader)."""
+    thread's, which runs its event loop, and that of all its other threads and its child processes together
+    (for a store, its reader thread and its writer process)."""
     loop = others = 0.0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
-                seconds = int(schedstat.read().split()[0]) / 1e9
-        except FileNotFoundError:
-            continue  # a thread that ended meanwhile
+    for tid in _tasks(pid):
         if int(tid) == pid:
-            loop += seconds
+            loop += _task_cpu(pid, tid)
         else:
-            others += seconds
+            others += _task_cpu(pid, tid)
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as children:
+                offspring = [int(child) for child in children.read().split()]
+        except FileNotFoundError:
+            continue
+        others += sum(_task_cpu(child, task) for child in offspring for task in _tasks(child))
     return loop, others
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []  # a process that ended meanwhile
+
+
+def _task_cpu(pid: int, tid: str) -> float:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as schedstat:
+            return int(schedstat.read().split()[0]) / 1e9
+    except FileNotFoundError:
+        return 0.0  # a thread that ended meanwhile
 
 
 async def sends(lanes: list[Lane], session_id: str, count: int, tag: str) -> float:

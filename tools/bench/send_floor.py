@@ -4,7 +4,7 @@ only what any host of the Personal store must do, serving until SIGTERM:
     python tools/bench/send_floor.py row|admission STORE SOCKET
 
 Each request line is parsed and handled as a task of its own (a client's requests may overlap), its write
-goes through the store's `Database` (one writer thread, group commit, WAL with `synchronous=FULL`), and the
+goes through the store's `Database` (its writer process, group commit, WAL with `synchronous=FULL`), and the
 reply is written once the write is durable. `row` commits one 200-byte row per request, the raw baseline's
 write; `admission` commits the store's own admission of the request's user input (`admission.admit`: the
 message, its search index entry, the receipt and their indexes). There is no session state, no params model
@@ -23,29 +23,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import floor_writes  # beside this script
 import orjson
 
 from wuu.host.userhost.personal.plugin import PLUGIN_ID
 from wuu.host.userhost.personal.provider import Submission
-from wuu.host.userhost.personal.sqlite import admission, sessions
+from wuu.host.userhost.personal.sqlite import sessions
 from wuu.host.userhost.personal.sqlite.database import Database
 from wuu.host.userhost.services import Caller
 
 CALLER = Caller("unix", None)
-BODY = "x" * 200
 
 
-def row_write(number: int) -> Any:
-    def write(connection: sqlite3.Connection) -> dict[str, Any]:
-        connection.execute("INSERT INTO receipts VALUES (?, ?)", (f"r{number}", BODY))
-        return {"receipt": number}
-
-    return write
-
-
-def admission_write(main: str, user_input: dict[str, Any]) -> Any:
+def submission(main: str, user_input: dict[str, Any]) -> Submission:
+    """The submission a host makes of a request's user input."""
     text = user_input["text"]
-    submission = Submission(
+    return Submission(
         session_id=main,
         plugin_id=PLUGIN_ID,
         client_input_id=user_input["client_input_id"],
@@ -56,13 +49,6 @@ def admission_write(main: str, user_input: dict[str, Any]) -> Any:
         binding_digest=hashlib.sha256(f"{user_input['request_id']}\n{text}".encode()).hexdigest(),
         admitted_by=CALLER,
     )
-    now = datetime.now(UTC)
-
-    def write(connection: sqlite3.Connection) -> dict[str, Any]:
-        admitted = admission.admit(connection, main, submission, now)
-        return {"receipt": admitted.receipt.to_wire(), "replayed": admitted.replayed}
-
-    return write
 
 
 async def main(mode: str, store: Path, socket: Path) -> None:
@@ -79,10 +65,15 @@ async def main(mode: str, store: Path, socket: Path) -> None:
         if request.get("method") == "initialize":
             result: dict[str, Any] = {}
         elif mode == "row":
-            result = {"result": await database.write(row_write(next(numbers)))}
+            result = {"result": await database.write(floor_writes.row, next(numbers))}
         else:
-            write = admission_write(main_session, request["params"]["user_input"])
-            result = {"result": await database.write(write)}
+            user_input = request["params"]["user_input"]
+            now = datetime.now(UTC)
+            result = {
+                "result": await database.write(
+                    floor_writes.admit, main_session, submission(main_session, user_input), now
+                )
+            }
         reply = {"jsonrpc": "2.0", "id": request["id"], "result": result}
         writer.write(orjson.dumps(reply, option=orjson.OPT_APPEND_NEWLINE))
 

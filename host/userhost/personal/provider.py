@@ -138,6 +138,11 @@ class TaskStateError(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[TaskStateError], tuple[str, str]]:
+        # Raised in the store's writer process and sent back to the host as a pickle.
+        return TaskStateError, (self.reason, self.message)
 
 
 @dataclass(frozen=True)

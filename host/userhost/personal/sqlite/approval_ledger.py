@@ -3,6 +3,7 @@ hands its rule function to the database, which runs a write on its single writer
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -23,7 +24,7 @@ class SqliteApprovalLedger:
 
     async def create(self, card_id: str, new: NewCard, now: datetime) -> tuple[StoredCard, bool]:
         main = self.main_session_id
-        return await self.database.write(lambda c: approvals.create(c, main, card_id, new, now))
+        return await self.database.write(approvals.create, main, card_id, new, now)
 
     async def by_call(self, session_id: str, call_id: str, action: Mapping[str, Any]) -> StoredCard | None:
         return await self.database.read(lambda c: approvals.by_call(c, session_id, call_id, action))
@@ -50,18 +51,20 @@ class SqliteApprovalLedger:
         lease: Mapping[str, Any] | None = None,
         outcome: str | None = None,
     ) -> ApprovalCard | None:
-        def write(connection: Any) -> ApprovalCard | None:
-            moved = approvals.move(
-                connection, card_id, to, now, decision=decision, review=review, receipt=receipt, lease=lease
-            )
-            if moved is not None and outcome is not None:
-                approvals.outcome_message(connection, moved, outcome, now)
-            return moved
-
-        return await self.database.write(write)
+        return await self.database.write(
+            _move,
+            card_id,
+            to,
+            now,
+            decision=decision,
+            review=review,
+            receipt=receipt,
+            lease=lease,
+            outcome=outcome,
+        )
 
     async def record_review(self, card_id: str, review: Mapping[str, Any], now: datetime) -> None:
-        await self.database.write(lambda c: approvals.record_review(c, card_id, review, now))
+        await self.database.write(approvals.record_review, card_id, review, now)
 
     async def decide(
         self,
@@ -75,16 +78,14 @@ class SqliteApprovalLedger:
     ) -> tuple[ApprovalCard, bool]:
         main = self.main_session_id
         return await self.database.write(
-            lambda c: approvals.decide(
-                c, main, session_id, card_id, digest, expected_revision, decision, request_id, now
-            )
+            approvals.decide, main, session_id, card_id, digest, expected_revision, decision, request_id, now
         )
 
     async def expire(self, now: datetime) -> list[ApprovalCard]:
-        return await self.database.write(lambda c: approvals.expire(c, now))
+        return await self.database.write(approvals.expire, now)
 
     async def recover(self, now: datetime) -> list[ApprovalCard]:
-        return await self.database.write(lambda c: approvals.recover(c, now))
+        return await self.database.write(approvals.recover, now)
 
     async def rules(self) -> list[ApprovalRule]:
         return await self.database.read(rules.rules)
@@ -101,7 +102,7 @@ class SqliteApprovalLedger:
         now: datetime,
     ) -> ApprovalRule:
         return await self.database.write(
-            lambda c: rules.save(c, rule_id, card_id, kind, match, match_digest, mode, request_id, now)
+            rules.save, rule_id, card_id, kind, match, match_digest, mode, request_id, now
         )
 
     async def update_rule(
@@ -114,13 +115,11 @@ class SqliteApprovalLedger:
         now: datetime,
     ) -> ApprovalRule:
         return await self.database.write(
-            lambda c: rules.update(c, rule_id, expected_revision, mode, paused, request_id, now)
+            rules.update, rule_id, expected_revision, mode, paused, request_id, now
         )
 
     async def delete_rule(self, rule_id: str, expected_revision: int, request_id: str, now: datetime) -> str:
-        return await self.database.write(
-            lambda c: rules.delete(c, rule_id, expected_revision, request_id, now)
-        )
+        return await self.database.write(rules.delete, rule_id, expected_revision, request_id, now)
 
     async def review_settings(self) -> ReviewSettings:
         return await self.database.read(rules.settings)
@@ -129,5 +128,26 @@ class SqliteApprovalLedger:
         self, automatic_review: bool, expected_revision: int, request_id: str, now: datetime
     ) -> ReviewSettings:
         return await self.database.write(
-            lambda c: rules.set_review(c, automatic_review, expected_revision, request_id, now)
+            rules.set_review, automatic_review, expected_revision, request_id, now
         )
+
+
+def _move(
+    connection: sqlite3.Connection,
+    card_id: str,
+    to: ApprovalStatus,
+    now: datetime,
+    *,
+    decision: Mapping[str, Any] | None,
+    review: Mapping[str, Any] | None,
+    receipt: Mapping[str, Any] | None,
+    lease: Mapping[str, Any] | None,
+    outcome: str | None,
+) -> ApprovalCard | None:
+    """Move the card, and record the outcome message of a move that has one."""
+    moved = approvals.move(
+        connection, card_id, to, now, decision=decision, review=review, receipt=receipt, lease=lease
+    )
+    if moved is not None and outcome is not None:
+        approvals.outcome_message(connection, moved, outcome, now)
+    return moved

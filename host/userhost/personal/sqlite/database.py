@@ -1,34 +1,36 @@
-"""One SQLite file served to asyncio: a single writer thread that commits queued writes in groups, and a
-reader thread on a connection of its own.
+"""One SQLite file served to asyncio: a writer process that commits queued writes in groups, and a reader
+thread on a connection of its own.
 
 The database runs in WAL mode with `synchronous=FULL`, so a commit is durable when it returns. A write is a
-function of the writer's connection; the writer runs every write queued at the moment in one transaction,
-each inside its own savepoint (a write that raises is rolled back alone and its caller gets the error), and
-settles their callers only after the COMMIT: group commit, with no acknowledgement before durability.
+module-level function of the writer's connection and its arguments: it is sent, by reference with its
+pickled arguments, to the store's writer process (`writer.py`), which runs every write queued at the moment in
+one transaction, each inside its own savepoint (a write that raises is rolled back alone and its caller gets
+the error), and answers only after the COMMIT: group commit, with no acknowledgement before durability. The
+writes run outside the host's process so that they never wait for its interpreter lock, nor it for theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
+import itertools
+import pickle
 import sqlite3
-import threading
+import sys
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ...private import ensure_file
+from .frames import HEADER
 from .schema import check_version, migrate
 
 T = TypeVar("T")
-Write = tuple[Callable[[sqlite3.Connection], Any], asyncio.Future[Any], asyncio.AbstractEventLoop]
-Outcome = tuple[asyncio.Future[Any], Any, BaseException | None]
-"""A write's future, and its result or its error."""
+P = ParamSpec("P")
 
-MAX_GROUP = 256
-"""The most writes one transaction commits."""
-
+WRITER = "wuu.host.userhost.personal.sqlite.writer"
+"""The module the writer process runs."""
 
 Prepare = Callable[[sqlite3.Connection], None]
 
@@ -53,20 +55,27 @@ def connect(path: Path, prepare: Prepare | None = None) -> sqlite3.Connection:
 
 
 class Database:
-    """The store's SQLite file. Open it with `Database.open`; every method but `open` runs on the loop."""
+    """The store's SQLite file. Open it with `Database.open`; every method but `open` runs on the loop that
+    opened it."""
 
-    def __init__(self, path: Path, writer: sqlite3.Connection, prepare: Prepare | None = None) -> None:
+    def __init__(
+        self, path: Path, writer: asyncio.subprocess.Process, prepare: Prepare | None = None
+    ) -> None:
         self.path = path
         self._prepare = prepare
         self._writer = writer
-        self._queue: queue.SimpleQueue[Write | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(
-            target=self._write_loop, name=f"sqlite-writer {path.name}", daemon=True
-        )
+        self._loop = asyncio.get_running_loop()
+        self._ids = itertools.count()
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._queued: list[tuple[int, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self._ended: str | None = None
+        self.groups: deque[tuple[int, int]] = deque(maxlen=1024)
+        """The last transactions the writer committed, oldest first: how many writes each held, and how many
+        of those failed (and were rolled back alone)."""
         self._reader_connection: sqlite3.Connection | None = None
         self._reader = ThreadPoolExecutor(1, f"sqlite-reader {path.name}", self._open_reader)
         self._closed = False
-        self._thread.start()
+        self._answers = self._loop.create_task(self._receive())
 
     @classmethod
     async def open(
@@ -76,10 +85,11 @@ class Database:
         prepare: Prepare | None = None,
     ) -> Database:
         """Open (or create, mode 0600) the file, migrate its schema to this build's, run `setup` in one
-        transaction, empty the write-ahead log into the file, and start the writer; every connection is
-        prepared by `prepare`. StoreVersionError for a store of a newer build."""
+        transaction, empty the write-ahead log into the file, and start the writer process; every connection
+        is prepared by `prepare` (a module-level function: the writer process is sent it by reference).
+        StoreVersionError for a store of a newer build."""
 
-        def opened() -> sqlite3.Connection:
+        def opened() -> None:
             if path.exists():
                 check_version(path)  # before any setting that writes (journal_mode) touches the file
             else:
@@ -98,29 +108,57 @@ class Database:
                 # A crash between a write and the checkpoint that should follow it (a forget's) leaves page
                 # images of the earlier rows in the log: the one process owning the store empties it first.
                 connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except BaseException:
+            finally:
                 connection.close()
-                raise
-            return connection
 
-        return cls(path, await asyncio.to_thread(opened), prepare)
+        await asyncio.to_thread(opened)
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            WRITER,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert writer.stdin is not None
+        setting_up = pickle.dumps((sys.path, str(path), pickle.dumps(prepare)))
+        writer.stdin.write(HEADER.pack(len(setting_up)) + setting_up)
+        return cls(path, writer, prepare)
 
     # --- writes ----------------------------------------------------------------------------------
 
-    def submit(self, write: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
-        """Queue a write; a future of its result, settled once the transaction holding it has committed.
-        The write happens whether or not the caller still waits for it."""
+    def submit(
+        self,
+        write: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> asyncio.Future[T]:
+        """Queue `write(connection, *args, **kwargs)`; a future of its result, settled once the transaction
+        holding it has committed. The write happens whether or not the caller still waits for it. `write` is
+        a module-level function and its arguments can be pickled; what it returns or raises too."""
         if self._closed:
             raise RuntimeError("the store is closed")
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((write, future, loop))
+        if self._ended is not None:
+            raise RuntimeError(self._ended)
+        future: asyncio.Future[T] = self._loop.create_future()
+        ident = next(self._ids)
+        self._pending[ident] = future
+        if not self._queued:  # the writes queued in this turn of the loop go out in one frame
+            self._loop.call_soon(self._send)
+        self._queued.append((ident, write, args, kwargs))
         return future
 
-    async def write(self, write: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a write and wait until it is durable. Cancelling the caller does not undo the write: it
-        waits for the commit all the same, so what the caller returns is what the store holds."""
-        future = self.submit(write)
+    async def write(
+        self,
+        write: Callable[Concatenate[sqlite3.Connection, P], T],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Run a write (as `submit`) and wait until it is durable. Cancelling the caller does not undo the
+        write: it waits for the commit all the same, so what the caller returns is what the store holds."""
+        future = self.submit(write, *args, **kwargs)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -130,57 +168,54 @@ class Database:
                 future.exception()  # retrieved: the caller is gone, the outcome stays in the store
             raise
 
-    def _write_loop(self) -> None:
-        connection = self._writer
-        while (first := self._queue.get()) is not None:
-            group = [first]
-            stop = False
-            while len(group) < MAX_GROUP:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                group.append(item)
-            outcomes = self._commit(connection, group)
-            # One wake-up per event loop for the whole group: each wake-up writes to the loop's self-pipe.
-            settled: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
-            for (_, future, loop), (result, error) in zip(group, outcomes, strict=True):
-                settled.setdefault(loop, []).append((future, result, error))
-            for loop, each in settled.items():
-                loop.call_soon_threadsafe(_settle, each)
-            if stop:
-                break
-        connection.close()
-
-    @staticmethod
-    def _commit(connection: sqlite3.Connection, group: list[Write]) -> list[tuple[Any, BaseException | None]]:
-        outcomes: list[tuple[Any, BaseException | None]] = []
+    def _send(self) -> None:
+        queued, self._queued = self._queued, []
+        if not queued or self._ended is not None:
+            return
         try:
-            connection.execute("BEGIN IMMEDIATE")
-            if len(group) == 1:  # alone in its transaction: a failure rolls the transaction back
+            frames = [pickle.dumps(queued, pickle.HIGHEST_PROTOCOL)]
+        except Exception:
+            frames = []
+            for write in queued:
                 try:
-                    outcomes.append((group[0][0](connection), None))
+                    frames.append(pickle.dumps([write], pickle.HIGHEST_PROTOCOL))
                 except Exception as error:
-                    connection.execute("ROLLBACK")
-                    return [(None, error)]
-            else:
-                for write, _, _ in group:
-                    connection.execute("SAVEPOINT write")
-                    try:
-                        outcomes.append((write(connection), None))
-                    except Exception as error:
-                        connection.execute("ROLLBACK TO write")
-                        outcomes.append((None, error))
-                    connection.execute("RELEASE write")
-            connection.execute("COMMIT")
-        except Exception as error:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            return [(None, error) for _ in group]
-        return outcomes
+                    self._pending.pop(write[0]).set_exception(
+                        TypeError(f"a write of the store cannot be sent to its writer: {error}")
+                    )
+        assert self._writer.stdin is not None
+        self._writer.stdin.write(b"".join(HEADER.pack(len(frame)) + frame for frame in frames))
+
+    async def _receive(self) -> None:
+        """Settle the writes of each transaction the writer answers, until it exits."""
+        answers = self._writer.stdout
+        assert answers is not None
+        try:
+            while True:
+                (size,) = HEADER.unpack(await answers.readexactly(HEADER.size))
+                outcomes = pickle.loads(await answers.readexactly(size))
+                failed = 0
+                for ident, result, error in outcomes:
+                    future = self._pending.pop(ident)
+                    failed += error is not None
+                    if future.done():
+                        continue
+                    if error is not None:
+                        future.set_exception(error)
+                    else:
+                        future.set_result(result)
+                self.groups.append((len(outcomes), failed))
+        except asyncio.IncompleteReadError:
+            ended = "the store's writer process ended"
+        except Exception as error:  # an answer this host cannot read: no later one can be trusted
+            ended = f"the store's writer process sent an answer that could not be read ({error})"
+            self._writer.kill()
+        status = await self._writer.wait()
+        self._ended = f"{ended} (exit status {status})"
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(RuntimeError(f"{self._ended} before it committed this write"))
 
     async def checkpoint(self) -> bool:
         """Copy the write-ahead log into the file and empty the log (`wal_checkpoint(TRUNCATE)`), so that
@@ -214,12 +249,14 @@ class Database:
     # --- the end ---------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Commit what is queued, then close both connections."""
+        """Commit what is queued, let the writer process exit, then close the reader's connection."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        await asyncio.to_thread(self._thread.join)
+        self._send()
+        assert self._writer.stdin is not None
+        self._writer.stdin.close()  # the end of its input: the writer commits what it has and exits
+        await self._answers
 
         def close_reader() -> None:
             if self._reader_connection is not None:
@@ -227,13 +264,3 @@ class Database:
 
         await asyncio.get_running_loop().run_in_executor(self._reader, close_reader)
         self._reader.shutdown()
-
-
-def _settle(outcomes: list[Outcome]) -> None:
-    for future, result, error in outcomes:
-        if future.done():
-            continue
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)

@@ -17,7 +17,7 @@ class SqliteDispatchLedger:
         self.database = database
 
     async def dispatch(self, new: NewDispatch, now: datetime) -> tuple[Dispatch, bool]:
-        return await self.database.write(lambda c: dispatches.dispatch(c, new, now))
+        return await self.database.write(dispatches.dispatch, new, now)
 
     async def dispatched(self, request_id: str) -> Dispatch | None:
         return await self.database.read(lambda c: dispatches.dispatched(c, request_id))
@@ -37,25 +37,21 @@ class SqliteDispatchLedger:
         note: str | None,
         now: datetime,
     ) -> bool:
-        return await self.database.write(
-            lambda c: dispatches.move_run(c, task_id, attempt, allowed, to, note, now)
-        )
+        return await self.database.write(dispatches.move_run, task_id, attempt, allowed, to, note, now)
 
     async def cards(self, task_id: str) -> list[CardOutcome]:
         return await self.database.read(lambda c: dispatches.cards(c, task_id))
 
     async def complete(self, task_id: str, attempt: int, text: str, now: datetime) -> str:
-        return await self.database.write(lambda c: dispatches.complete(c, task_id, attempt, text, now))
+        return await self.database.write(dispatches.complete, task_id, attempt, text, now)
 
     async def fail(self, task_id: str, attempt: int, run: RunStatus, text: str, now: datetime) -> str | None:
-        return await self.database.write(lambda c: dispatches.fail(c, task_id, attempt, run, text, now))
+        return await self.database.write(dispatches.fail, task_id, attempt, run, text, now)
 
     async def redispatch(
         self, task_id: str, version: int, grant_id: str, expires_at: str, now: datetime
     ) -> Dispatch:
-        return await self.database.write(
-            lambda c: dispatches.redispatch(c, task_id, version, grant_id, expires_at, now)
-        )
+        return await self.database.write(dispatches.redispatch, task_id, version, grant_id, expires_at, now)
 
     async def recover(self, now: datetime) -> list[str]:
-        return await self.database.write(lambda c: dispatches.recover(c, now))
+        return await self.database.write(dispatches.recover, now)

@@ -22,15 +22,15 @@ class SqliteMemoryLedger:
         self.database = database
 
     async def save(self, memory_id: str, text: str, attribution: Attribution, now: datetime) -> MemoryRecord:
-        return await self.database.write(lambda c: memory.save(c, memory_id, text, attribution, now))
+        return await self.database.write(memory.save, memory_id, text, attribution, now)
 
     async def correct(
         self, memory_id: str, text: str, attribution: Attribution, now: datetime
     ) -> MemoryRecord:
-        return await self.database.write(lambda c: memory.correct(c, memory_id, text, attribution, now))
+        return await self.database.write(memory.correct, memory_id, text, attribution, now)
 
     async def forget(self, memory_id: str, now: datetime) -> MemoryRecord:
-        forgotten = await self.database.write(lambda c: memory.forget(c, memory_id, now))
+        forgotten = await self.database.write(memory.forget, memory_id, now)
         # The write-ahead log still holds page images with the texts until it is checkpointed and emptied.
         if not await self.database.checkpoint():
             log.warning("the store's log was busy: %s's texts stay in it until writes reuse it", memory_id)

@@ -41,16 +41,16 @@ class NativeAuthorization:
             )
         authority = {"kind": "local_installation"}
         expires = now + self._lifetime
-        return await self._database.write(lambda c: grants.issue(c, request, authority, now, expires))
+        return await self._database.write(grants.issue, request, authority, now, expires)
 
     async def acquire(self, effect: Effect, now: datetime) -> Lease:
-        return await self._database.write(lambda c: grants.acquire(c, effect, now))
+        return await self._database.write(grants.acquire, effect, now)
 
     async def release(self, lease: Lease, outcome: str, now: datetime) -> None:
-        await self._database.write(lambda c: grants.release(c, lease, outcome, now))
+        await self._database.write(grants.release, lease, outcome, now)
 
     async def revoke(self, grant_id: str, now: datetime) -> TaskGrant | None:
-        return await self._database.write(lambda c: grants.revoke(c, grant_id, now))
+        return await self._database.write(grants.revoke, grant_id, now)
 
     async def grants(self, now: datetime) -> list[TaskGrant]:
         return await self._database.read(lambda c: grants.grants(c, now))

@@ -101,7 +101,7 @@ class SqliteSessionDomain:
 
     def admit(self, submission: Submission, now: datetime) -> asyncio.Future[Admission]:
         # The commit's own future: a caller that must not lose it (`durably`) needs no task to hold it.
-        return self.database.submit(lambda c: admission.admit(c, self.main_session_id, submission, now))
+        return self.database.submit(admission.admit, self.main_session_id, submission, now)
 
     async def admitted_by(self, session_id: str, client_input_id: str) -> Caller | None:
         return await self.database.read(lambda c: admission.admitted_by(c, session_id, client_input_id))
@@ -114,9 +114,7 @@ class SqliteSessionDomain:
         return await self.database.read(lambda c: admission.receipts(c, main, session_id, client_input_ids))
 
     async def append_assistant(self, session_id: str, text: str, now: datetime, kind: str = "text") -> int:
-        return await self.database.write(
-            lambda c: append_message(c, session_id, "assistant", text, now, kind)
-        )
+        return await self.database.write(append_message, session_id, "assistant", text, now, kind)
 
     async def step_window(
         self, session_id: str, waiting: int, recent: int, reactions: int
@@ -132,7 +130,7 @@ class SqliteSessionDomain:
     async def record_read(
         self, session_id: str, included: Sequence[tuple[str, int]], now: datetime
     ) -> list[str]:
-        return await self.database.write(lambda c: admission.record_read(c, session_id, included, now))
+        return await self.database.write(admission.record_read, session_id, included, now)
 
     # --- history ----------------------------------------------------------------------------------
 
@@ -181,9 +179,7 @@ class SqliteSessionDomain:
     ) -> ReactionWrite:
         main = self.main_session_id
         return await self.database.write(
-            lambda c: reactions.react(
-                c, main, actor, session_id, message_seq, emoji, expected_revision, request_id, now
-            )
+            reactions.react, main, actor, session_id, message_seq, emoji, expected_revision, request_id, now
         )
 
     async def reactions(self, session_id: str, message_seqs: Sequence[int]) -> list[MessageReactionSnapshot]:
@@ -191,7 +187,7 @@ class SqliteSessionDomain:
         return await self.database.read(lambda c: reactions.snapshots(c, main, session_id, message_seqs))
 
     async def reaction_changes_seen(self, session_id: str, mark: int) -> None:
-        await self.database.write(lambda c: reactions.changes_seen(c, session_id, mark))
+        await self.database.write(reactions.changes_seen, session_id, mark)
 
     # --- the owner's settings ---------------------------------------------------------------------
 
@@ -199,4 +195,4 @@ class SqliteSessionDomain:
         return await self.database.read(attention.read)
 
     async def save_attention_settings(self, settings: AttentionSettings, now: datetime) -> AttentionSettings:
-        return await self.database.write(lambda c: attention.save(c, settings, now))
+        return await self.database.write(attention.save, settings, now)

@@ -3,6 +3,7 @@ query that lists forgotten memories, memories lost when the host starts again.""
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime
 from typing import Any
 
@@ -77,16 +78,8 @@ class CorrectionOverwrites(MemoryProxy):
     async def correct(
         self, memory_id: str, text: str, attribution: Attribution, now: datetime
     ) -> MemoryRecord:
-        def overwrite(connection: Any) -> MemoryRecord:
-            connection.execute(
-                "UPDATE memory_versions SET text = ?, created_at = ? WHERE memory_id = ? AND version = "
-                "(SELECT version FROM memories WHERE memory_id = ?)",
-                (text, rfc3339(now), memory_id, memory_id),
-            )
-            return memory.record(connection, memory_id)
-
         await self.inner.record(memory_id)  # an unknown memory is still refused
-        return await self.inner.database.write(overwrite)
+        return await self.inner.database.write(_overwrite, memory_id, text, now)
 
 
 @mutant(
@@ -138,11 +131,24 @@ def memories_not_durable() -> Composer:
         store = await sqlite_provider(host, now)
         assert isinstance(store, SqliteSessionDomain)
 
-        def drop(connection: Any) -> None:
-            connection.execute("DELETE FROM memory_versions")
-            connection.execute("DELETE FROM memories")
-
-        await store.database.write(drop)
+        await store.database.write(_drop)
         return store
 
     return personal(provider=provider)
+
+
+# The mutants' own writes: module-level functions, which the store's writer process is sent by reference.
+
+
+def _overwrite(connection: sqlite3.Connection, memory_id: str, text: str, now: datetime) -> MemoryRecord:
+    connection.execute(
+        "UPDATE memory_versions SET text = ?, created_at = ? WHERE memory_id = ? AND version = "
+        "(SELECT version FROM memories WHERE memory_id = ?)",
+        (text, rfc3339(now), memory_id, memory_id),
+    )
+    return memory.record(connection, memory_id)
+
+
+def _drop(connection: sqlite3.Connection) -> None:
+    connection.execute("DELETE FROM memory_versions")
+    connection.execute("DELETE FROM memories")

@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sqlite3
-import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from wuu.host.userhost.authority import Composer, UserHost
 from wuu.host.userhost.personal import personal
 from wuu.host.userhost.personal.composition import sqlite_provider
 from wuu.host.userhost.personal.provider import Admission, SessionDomain, Submission
-from wuu.host.userhost.personal.sqlite.database import Database
+from wuu.host.userhost.personal.sqlite.database import Database, connect
 from wuu.host.userhost.personal.sqlite.store import SqliteSessionDomain
 from wuu.host.userhost.personal.stamps import rfc3339
 
@@ -27,37 +26,27 @@ COMMIT_DELAY = 1.0
 
 
 class EarlyAcknowledgement:
-    """A store's database whose writes are answered as soon as they have run, before the transaction that
-    holds them commits: the commit follows COMMIT_DELAY s later."""
+    """A store's database whose writes are answered as soon as they have run, before any transaction holds
+    them: each runs first on a connection of its own, in a transaction rolled back, and is answered with that
+    result; the store's writer is sent it COMMIT_DELAY s later."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    async def write(self, write: Callable[[sqlite3.Connection], T]) -> T:
+    def submit(self, write: Callable[..., T], /, *args: Any) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
-        ran: asyncio.Future[T] = loop.create_future()
 
-        def settle(result: T | None, error: Exception | None) -> None:
-            if ran.done():
-                return
-            if error is not None:
-                ran.set_exception(error)
-            else:
-                ran.set_result(cast(T, result))
-
-        def deferred(connection: sqlite3.Connection) -> T:
+        def ran() -> T:
+            connection = connect(self.database.path)
             try:
-                result = write(connection)
-            except Exception as error:
-                loop.call_soon_threadsafe(settle, None, error)
-                raise
-            loop.call_soon_threadsafe(settle, result, None)
-            time.sleep(COMMIT_DELAY)  # in the writer's thread, inside the open transaction
-            return result
+                connection.execute("BEGIN IMMEDIATE")
+                return write(connection, *args)
+            finally:
+                connection.execute("ROLLBACK")
+                connection.close()
 
-        committed = self.database.submit(deferred)
-        committed.add_done_callback(lambda future: future.cancelled() or future.exception())
-        return await ran
+        loop.call_later(COMMIT_DELAY, lambda: self.database.submit(write, *args))
+        return asyncio.ensure_future(asyncio.to_thread(ran))
 
 
 class AcknowledgedBeforeCommit(ProviderProxy):
@@ -97,14 +86,15 @@ def main_session_per_start() -> Composer:
         assert isinstance(store, SqliteSessionDomain)
         fresh = f"ses_main_{secrets.token_hex(12)}"
 
-        def rotate(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                "INSERT INTO sessions (session_id, kind, created_at) VALUES (?, 'main', ?)",
-                (fresh, rfc3339(now)),
-            )
-            connection.execute("UPDATE space SET main_session_id = ?", (fresh,))
-
-        await store.database.write(rotate)
+        await store.database.write(_rotate, fresh, now)
         return SqliteSessionDomain(store.database, fresh)
 
     return personal(provider=provider)
+
+
+def _rotate(connection: sqlite3.Connection, fresh: str, now: datetime) -> None:
+    """Record `fresh` as the space's main session (a write the store's writer process is sent by reference)."""
+    connection.execute(
+        "INSERT INTO sessions (session_id, kind, created_at) VALUES (?, 'main', ?)", (fresh, rfc3339(now))
+    )
+    connection.execute("UPDATE space SET main_session_id = ?", (fresh,))

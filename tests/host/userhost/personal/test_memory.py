@@ -174,8 +174,12 @@ async def main() -> None:
     store = await SqliteSessionDomain.open(Path(sys.argv[1]), "local", "personal", now)
     ledger = store.memory_ledger()
     saved = await ledger.save("mem_" + "1" * 32, sys.argv[2], Attribution.main_agent("main", 1), now)
-    # The forget commits, and the process dies before the ledger's checkpoint that follows it.
-    await store.database.write(lambda c: memory.forget(c, saved.memory_id, now))
+    # The forget commits, and the host dies before the ledger's checkpoint that follows it: its writer
+    # process first, so that it cannot close the file in order (which would checkpoint it) when the host ends.
+    await store.database.write(memory.forget, saved.memory_id, now)
+    writer = store.database._writer
+    writer.kill()
+    await writer.wait()
     os.kill(os.getpid(), signal.SIGKILL)
 
 asyncio.run(main())

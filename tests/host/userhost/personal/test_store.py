@@ -4,8 +4,8 @@ written by a newer build or bound to another space, the one main session (kept a
 never recreated once gone), and group commit: many concurrent writes committed together, each acknowledged
 only once durable, a failing write undoing no other write of its group.
 
-The group-commit tests watch the writer's connection through SQLite's statement trace (a read-only hook on
-the real connection, nothing replaced) to see which writes shared a transaction.
+The group-commit tests read which writes shared a transaction from the store's own record of the
+transactions its writer process committed (`Database.groups`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from wuu.host.userhost.personal import (
     personal,
 )
 from wuu.host.userhost.personal.page_tokens import KEY_FILE
-from wuu.host.userhost.personal.sqlite import history, schema
+from wuu.host.userhost.personal.sqlite import history, schema, search_index
 
 SPACE_ROOT = ("user-spaces", "local", "personal")
 LEGACY_MAIN = "ses_main_legacy0001"
@@ -94,32 +94,6 @@ async def make_store(home: Path) -> Path:
 
 def database_of(space: Space) -> Any:
     return cast(SqliteSessionDomain, space.plugin.store).database
-
-
-class WriterTrace:
-    """The statements the store's writer connection runs (its SQLite trace), grouped into transactions."""
-
-    def __init__(self, space: Space) -> None:
-        self.statements: list[str] = []
-        self._connection: sqlite3.Connection = database_of(space)._writer
-        self._connection.set_trace_callback(self.statements.append)
-
-    def stop(self) -> None:
-        self._connection.set_trace_callback(None)
-
-    def transactions(self) -> list[list[str]]:
-        """The group-commit statements of each committed transaction, in order."""
-        found: list[list[str]] = []
-        current: list[str] | None = None
-        for statement in self.statements:
-            if statement == "BEGIN IMMEDIATE":
-                current = []
-            elif current is not None and statement in ("SAVEPOINT write", "ROLLBACK TO write"):
-                current.append(statement)
-            elif current is not None and statement == "COMMIT":
-                found.append(current)
-                current = None
-        return found
 
 
 def identity(receipt: dict[str, Any]) -> dict[str, Any]:
@@ -436,7 +410,8 @@ async def test_concurrent_sends_are_group_committed_and_durable(
     main = space.main
     server = await UnixServer.start(space.host, run_dir / "g.sock")
     clients = [await UserHostClient.connect_unix(server.path) for _ in range(16)]
-    trace = WriterTrace(space)
+    database = database_of(space)
+    database.groups.clear()
     try:
         for client in clients:
             await client.initialize()
@@ -455,13 +430,12 @@ async def test_concurrent_sends_are_group_committed_and_durable(
 
         acknowledged = [r for batch in await asyncio.gather(*map(fire, range(16), clients)) for r in batch]
     finally:
-        trace.stop()
         for client in clients:
             await client.close()
         await server.close()
-    transactions = trace.transactions()
-    assert sum(len(t) for t in transactions) == 800
-    assert all("ROLLBACK TO write" not in t for t in transactions)
+    transactions = list(database.groups)
+    assert sum(writes for writes, _ in transactions) >= 800
+    assert all(failed == 0 for _, failed in transactions), transactions
     assert len(transactions) < 800, f"{len(transactions)} transactions for 800 sends"
     await space.host.close()
 
@@ -507,15 +481,14 @@ async def test_a_failing_write_does_not_undo_the_rest_of_its_group(
     await space.idle()
 
     database = database_of(space)
-    trace = WriterTrace(space)
     blocker = sqlite3.connect(space.database, isolation_level=None)
     plug: asyncio.Future[Any] | None = None
     try:
-        # Hold the file's write lock so that the writer stops on a first group (a no-op write of the test's
-        # own) while the eight sends queue up behind it: they are then committed as one group.
+        # Hold the file's write lock so that the writer stops on a first group (a write of the test's own
+        # that changes nothing) while the eight sends queue up behind it: they are then committed as one
+        # group, with the plug or after it.
         blocker.execute("BEGIN IMMEDIATE")
-        plug = database.submit(lambda connection: None)
-        await until(lambda: "BEGIN IMMEDIATE" in trace.statements, "the writer to wait for the lock")
+        plug = database.submit(search_index.indexed_through)
         good = [
             {"client_input_id": f"good-{n}", "request_id": f"req-good-{n}", "text": f"good {n}"}
             for n in range(6)
@@ -527,7 +500,8 @@ async def test_a_failing_write_does_not_undo_the_rest_of_its_group(
             for user_input in [conflict, *good, reused]
         ]
         await until(
-            lambda: database._queue.qsize() == len(calls), "the eight writes to queue behind the plug"
+            lambda: len(database._pending) == len(calls) + 1 and not database._queued,
+            "the eight writes to be sent to the writer behind the plug",
         )
         blocker.execute("ROLLBACK")
         responses = await asyncio.gather(*calls)
@@ -536,7 +510,6 @@ async def test_a_failing_write_does_not_undo_the_rest_of_its_group(
         if blocker.in_transaction:
             blocker.execute("ROLLBACK")
         blocker.close()
-        trace.stop()
 
     error(responses[0], UserHostErrorCode.REQUEST_ID_CONFLICT)
     error(responses[-1], UserHostErrorCode.INVALID_PARAMS, "user_input.client_input_id")
@@ -545,8 +518,7 @@ async def test_a_failing_write_does_not_undo_the_rest_of_its_group(
     assert sorted(a["receipt"]["history_seq"] for a in admitted) == list(
         range(3, 9)
     )  # 1, 2: first and its answer
-    group = trace.transactions()[1]
-    assert group.count("SAVEPOINT write") == 8 and group.count("ROLLBACK TO write") == 2, group
+    assert (8, 2) in database.groups or (9, 2) in database.groups, database.groups
 
     saved = dict(rows(space.database, "SELECT request_id, receipt_id FROM input_receipts"))
     assert saved == {

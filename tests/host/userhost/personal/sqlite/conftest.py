@@ -1,5 +1,5 @@
 """Fixtures of the store's rule tests: a real SQLite file of the current schema with its space recorded, and a
-connection to it in autocommit mode, with no writer thread and no event loop: each test calls the rule
+connection to it in autocommit mode, with no writer process and no event loop: each test calls the rule
 functions of `host/userhost/personal/sqlite/` on it directly."""
 
 from __future__ import annotations

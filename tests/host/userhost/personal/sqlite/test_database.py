@@ -1,0 +1,99 @@
+"""The store's database (`sqlite/database.py`) and its writer process (`sqlite/writer.py`): writes are sent by
+reference and committed in the writer process; what cannot cross to it or back fails alone with a TypeError;
+a writer that dies fails what it had not committed, and closing the database ends the process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from wuu.host.userhost.personal.sqlite.database import Database
+
+
+def create(connection: sqlite3.Connection) -> None:
+    connection.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+
+
+def add(connection: sqlite3.Connection, text: str) -> int:
+    """A write of this module: sent to the writer process by reference."""
+    row_id = connection.execute("INSERT INTO notes (text) VALUES (?)", (text,)).lastrowid
+    assert row_id is not None
+    return row_id
+
+
+def add_and_answer_a_cursor(connection: sqlite3.Connection, text: str) -> sqlite3.Cursor:
+    return connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+
+
+def texts(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    try:
+        return [text for (text,) in connection.execute("SELECT text FROM notes ORDER BY id")]
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[Database]:
+    opened = await Database.open(tmp_path / "store.sqlite", create)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_writes_run_in_the_writer_process_and_are_in_the_file_when_answered(database: Database) -> None:
+    answered = await asyncio.gather(*(database.write(add, f"note {n}") for n in range(20)))
+    assert answered == list(range(1, 21))
+    assert texts(database.path) == [f"note {n}" for n in range(20)]
+    assert sum(writes for writes, _ in database.groups) == 20
+
+
+async def test_a_write_that_cannot_be_sent_fails_alone(database: Database) -> None:
+    first = database.submit(add, "before")
+    unsendable = database.submit(lambda connection: None)
+    last = database.submit(add, "after")
+    with pytest.raises(TypeError, match="cannot be sent to its writer"):
+        await unsendable
+    assert (await first, await last) == (1, 2)
+    assert texts(database.path) == ["before", "after"]
+
+
+async def test_a_result_that_cannot_come_back_is_a_type_error_and_the_write_stays(database: Database) -> None:
+    with pytest.raises(TypeError, match="cannot send a Cursor back"):
+        await database.write(add_and_answer_a_cursor, "kept")
+    assert texts(database.path) == ["kept"]
+
+
+async def test_a_writer_that_dies_fails_its_pending_writes_and_every_later_one(database: Database) -> None:
+    await database.write(add, "committed")
+    database._writer.kill()
+    await database._writer.wait()
+    with pytest.raises(RuntimeError, match=r"the store's writer process ended \(exit status -9\)"):
+        await database.write(add, "lost")
+    with pytest.raises(RuntimeError, match="writer process ended"):
+        database.submit(add, "refused")
+    assert texts(database.path) == ["committed"]
+
+
+async def test_closing_commits_what_is_queued_and_ends_the_writer_process(tmp_path: Path) -> None:
+    database = await Database.open(tmp_path / "store.sqlite", create)
+    pid = database._writer.pid
+    queued = [database.submit(add, f"queued {n}") for n in range(3)]
+    await database.close()
+    assert [future.result() for future in queued] == [1, 2, 3]
+    assert texts(database.path) == ["queued 0", "queued 1", "queued 2"]
+    assert database._writer.returncode == 0 and not alive(pid)
