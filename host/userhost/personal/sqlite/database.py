@@ -58,12 +58,12 @@ class Database:
     """The store's SQLite file. Open it with `Database.open`; every method but `open` runs on the loop that
     opened it."""
 
-    def __init__(
-        self, path: Path, writer: asyncio.subprocess.Process, prepare: Prepare | None = None
-    ) -> None:
+    def __init__(self, path: Path, prepare: Prepare | None = None) -> None:
         self.path = path
         self._prepare = prepare
-        self._writer = writer
+        self._writer: asyncio.subprocess.Process | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._answers: asyncio.Task[None] | None = None
         self._loop = asyncio.get_running_loop()
         self._ids = itertools.count()
         self._pending: dict[int, asyncio.Future[Any]] = {}
@@ -75,7 +75,6 @@ class Database:
         self._reader_connection: sqlite3.Connection | None = None
         self._reader = ThreadPoolExecutor(1, f"sqlite-reader {path.name}", self._open_reader)
         self._closed = False
-        self._answers = self._loop.create_task(self._receive())
 
     @classmethod
     async def open(
@@ -85,9 +84,9 @@ class Database:
         prepare: Prepare | None = None,
     ) -> Database:
         """Open (or create, mode 0600) the file, migrate its schema to this build's, run `setup` in one
-        transaction, empty the write-ahead log into the file, and start the writer process; every connection
-        is prepared by `prepare` (a module-level function: the writer process is sent it by reference).
-        StoreVersionError for a store of a newer build."""
+        transaction, and empty the write-ahead log into the file; the writer process starts with the first
+        write. Every connection is prepared by `prepare` (a module-level function: the writer process is sent
+        it by reference). StoreVersionError for a store of a newer build."""
 
         def opened() -> None:
             if path.exists():
@@ -112,18 +111,7 @@ class Database:
                 connection.close()
 
         await asyncio.to_thread(opened)
-        writer = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            WRITER,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        assert writer.stdin is not None
-        setting_up = pickle.dumps((sys.path, str(path), pickle.dumps(prepare)))
-        writer.stdin.write(HEADER.pack(len(setting_up)) + setting_up)
-        return cls(path, writer, prepare)
+        return cls(path, prepare)
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -168,7 +156,33 @@ class Database:
                 future.exception()  # retrieved: the caller is gone, the outcome stays in the store
             raise
 
+    async def _start(self) -> None:
+        """Start the writer process (a store that is never written to starts none), then send it what is
+        queued."""
+        try:
+            writer = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                WRITER,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as error:
+            self._end(f"the store's writer process could not start ({error})")
+            return
+        assert writer.stdin is not None
+        setting_up = pickle.dumps((sys.path, str(self.path), pickle.dumps(self._prepare)))
+        writer.stdin.write(HEADER.pack(len(setting_up)) + setting_up)
+        self._writer = writer
+        self._answers = self._loop.create_task(self._receive(writer))
+        self._send()
+
     def _send(self) -> None:
+        if self._writer is None:
+            if self._starting is None:
+                self._starting = self._loop.create_task(self._start())
+            return  # `_start` sends what is queued by then
         queued, self._queued = self._queued, []
         if not queued or self._ended is not None:
             return
@@ -186,9 +200,9 @@ class Database:
         assert self._writer.stdin is not None
         self._writer.stdin.write(b"".join(HEADER.pack(len(frame)) + frame for frame in frames))
 
-    async def _receive(self) -> None:
+    async def _receive(self, writer: asyncio.subprocess.Process) -> None:
         """Settle the writes of each transaction the writer answers, until it exits."""
-        answers = self._writer.stdout
+        answers = writer.stdout
         assert answers is not None
         try:
             while True:
@@ -209,9 +223,12 @@ class Database:
             ended = "the store's writer process ended"
         except Exception as error:  # an answer this host cannot read: no later one can be trusted
             ended = f"the store's writer process sent an answer that could not be read ({error})"
-            self._writer.kill()
-        status = await self._writer.wait()
-        self._ended = f"{ended} (exit status {status})"
+            writer.kill()
+        self._end(f"{ended} (exit status {await writer.wait()})")
+
+    def _end(self, reason: str) -> None:
+        """No write goes to the writer any more: fail those it had not answered, for `reason`."""
+        self._ended = reason
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -253,10 +270,13 @@ class Database:
         if self._closed:
             return
         self._closed = True
-        self._send()
-        assert self._writer.stdin is not None
-        self._writer.stdin.close()  # the end of its input: the writer commits what it has and exits
-        await self._answers
+        if self._starting is not None:
+            await self._starting
+        if self._writer is not None:
+            self._send()
+            assert self._writer.stdin is not None and self._answers is not None
+            self._writer.stdin.close()  # the end of its input: the writer commits what it has and exits
+            await self._answers
 
         def close_reader() -> None:
             if self._reader_connection is not None:

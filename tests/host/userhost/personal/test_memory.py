@@ -178,6 +178,7 @@ async def main() -> None:
     # process first, so that it cannot close the file in order (which would checkpoint it) when the host ends.
     await store.database.write(memory.forget, saved.memory_id, now)
     writer = store.database._writer
+    assert writer is not None
     writer.kill()
     await writer.wait()
     os.kill(os.getpid(), signal.SIGKILL)

@@ -1,6 +1,7 @@
 """The store's database (`sqlite/database.py`) and its writer process (`sqlite/writer.py`): writes are sent by
-reference and committed in the writer process; what cannot cross to it or back fails alone with a TypeError;
-a writer that dies fails what it had not committed, and closing the database ends the process."""
+reference and committed in the writer process, which starts with the first write; what cannot cross to it or
+back fails alone with a TypeError; a writer that dies fails what it had not committed, and closing the
+database ends the process."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def add(connection: sqlite3.Connection, text: str) -> int:
 
 def add_and_answer_a_cursor(connection: sqlite3.Connection, text: str) -> sqlite3.Cursor:
     return connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+
+
+def texts_of(connection: sqlite3.Connection) -> list[str]:
+    return [text for (text,) in connection.execute("SELECT text FROM notes ORDER BY id")]
 
 
 def texts(path: Path) -> list[str]:
@@ -80,6 +85,7 @@ async def test_a_result_that_cannot_come_back_is_a_type_error_and_the_write_stay
 
 async def test_a_writer_that_dies_fails_its_pending_writes_and_every_later_one(database: Database) -> None:
     await database.write(add, "committed")
+    assert database._writer is not None
     database._writer.kill()
     await database._writer.wait()
     with pytest.raises(RuntimeError, match=r"the store's writer process ended \(exit status -9\)"):
@@ -89,11 +95,20 @@ async def test_a_writer_that_dies_fails_its_pending_writes_and_every_later_one(d
     assert texts(database.path) == ["committed"]
 
 
+async def test_the_writer_process_starts_with_the_first_write(tmp_path: Path) -> None:
+    unwritten = await Database.open(tmp_path / "unwritten.sqlite", create)
+    await unwritten.read(texts_of)
+    await unwritten.close()
+    assert unwritten._writer is None
+
+
 async def test_closing_commits_what_is_queued_and_ends_the_writer_process(tmp_path: Path) -> None:
     database = await Database.open(tmp_path / "store.sqlite", create)
+    await database.write(add, "first")
+    assert database._writer is not None
     pid = database._writer.pid
     queued = [database.submit(add, f"queued {n}") for n in range(3)]
     await database.close()
-    assert [future.result() for future in queued] == [1, 2, 3]
-    assert texts(database.path) == ["queued 0", "queued 1", "queued 2"]
+    assert [future.result() for future in queued] == [2, 3, 4]
+    assert texts(database.path) == ["first", "queued 0", "queued 1", "queued 2"]
     assert database._writer.returncode == 0 and not alive(pid)
