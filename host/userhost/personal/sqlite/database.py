@@ -232,7 +232,11 @@ class Database:
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
-                future.set_exception(RuntimeError(f"{self._ended} before it committed this write"))
+                future.set_exception(
+                    RuntimeError(
+                        f"{self._ended} before it answered this write, which may or may not be stored"
+                    )
+                )
 
     async def checkpoint(self) -> bool:
         """Copy the write-ahead log into the file and empty the log (`wal_checkpoint(TRUNCATE)`), so that

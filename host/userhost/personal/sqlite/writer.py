@@ -69,23 +69,27 @@ def commit(connection: sqlite3.Connection, group: Sequence[Write]) -> list[Outco
 def encoded(outcomes: list[Outcome]) -> bytes:
     """The answer frame of a transaction. An error that does not come back whole from a pickle, or a result
     that cannot be pickled, is answered with a TypeError that names it (the write stays as it ran)."""
-    sendable: list[Outcome] = []
-    for ident, result, error in outcomes:
-        try:
-            if error is not None:
-                pickle.loads(
-                    pickle.dumps(error, pickle.HIGHEST_PROTOCOL)
-                )  # errors are rare: check them whole
-            else:
-                pickle.dumps(result, pickle.HIGHEST_PROTOCOL)
-            sendable.append((ident, result, error))
-        except Exception as problem:
-            what = type(error if error is not None else result).__name__
-            sendable.append(
-                (ident, None, TypeError(f"the store's writer cannot send a {what} back: {problem}"))
-            )
-    data = pickle.dumps(sendable, pickle.HIGHEST_PROTOCOL)
+    # Errors are rare: each is checked whole. Results are pickled once, with the frame, unless one fails.
+    checked = [outcome if outcome[2] is None else _sendable(*outcome) for outcome in outcomes]
+    try:
+        data = pickle.dumps(checked, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        data = pickle.dumps([_sendable(*outcome) for outcome in checked], pickle.HIGHEST_PROTOCOL)
     return HEADER.pack(len(data)) + data
+
+
+def _sendable(ident: int, result: Any, error: BaseException | None) -> Outcome:
+    """The outcome, or a TypeError in its place when its result or error does not come back whole."""
+    value = error if error is not None else result
+    try:
+        pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    except Exception as problem:
+        return (
+            ident,
+            None,
+            TypeError(f"the store's writer cannot send a {type(value).__name__} back: {problem}"),
+        )
+    return ident, result, error
 
 
 def serve(frames: Frames, answers: int) -> None:

@@ -45,7 +45,11 @@ class EarlyAcknowledgement:
                 connection.execute("ROLLBACK")
                 connection.close()
 
-        loop.call_later(COMMIT_DELAY, lambda: self.database.submit(write, *args))
+        def commit() -> None:
+            committed = self.database.submit(write, *args)
+            committed.add_done_callback(lambda future: future.cancelled() or future.exception())
+
+        loop.call_later(COMMIT_DELAY, commit)
         return asyncio.ensure_future(asyncio.to_thread(ran))
 
 

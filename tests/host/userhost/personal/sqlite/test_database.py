@@ -31,6 +31,18 @@ def add_and_answer_a_cursor(connection: sqlite3.Connection, text: str) -> sqlite
     return connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
 
 
+class TwoPartError(Exception):
+    """An error that a pickle does not bring back: its constructor takes two arguments, its `args` one."""
+
+    def __init__(self, part: str, other: str) -> None:
+        super().__init__(f"{part} {other}")
+
+
+def add_and_raise_an_error_that_cannot_come_back(connection: sqlite3.Connection, text: str) -> None:
+    connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+    raise TwoPartError("cannot", "return")
+
+
 def texts_of(connection: sqlite3.Connection) -> list[str]:
     return [text for (text,) in connection.execute("SELECT text FROM notes ORDER BY id")]
 
@@ -83,15 +95,37 @@ async def test_a_result_that_cannot_come_back_is_a_type_error_and_the_write_stay
     assert texts(database.path) == ["kept"]
 
 
+async def test_an_error_that_cannot_come_back_is_a_type_error_and_its_write_alone_is_undone(
+    database: Database,
+) -> None:
+    kept = database.submit(add, "kept")
+    failing = database.submit(add_and_raise_an_error_that_cannot_come_back, "undone")
+    with pytest.raises(TypeError, match="cannot send a TwoPartError back"):
+        await failing
+    assert await kept == 1
+    assert texts(database.path) == ["kept"]
+
+
 async def test_a_writer_that_dies_fails_its_pending_writes_and_every_later_one(database: Database) -> None:
     await database.write(add, "committed")
     assert database._writer is not None
-    database._writer.kill()
-    await database._writer.wait()
-    with pytest.raises(RuntimeError, match=r"the store's writer process ended \(exit status -9\)"):
-        await database.write(add, "lost")
-    with pytest.raises(RuntimeError, match="writer process ended"):
-        database.submit(add, "refused")
+    # Another connection holds the write lock: the next write waits in the writer, unanswered, when it dies.
+    blocker = sqlite3.connect(database.path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")
+        pending = database.submit(add, "lost")
+        database._writer.kill()
+        await database._writer.wait()
+        with pytest.raises(
+            RuntimeError,
+            match=r"^the store's writer process ended \(exit status -9\) before it answered this write, which "
+            r"may or may not be stored$",
+        ):
+            await pending
+        with pytest.raises(RuntimeError, match=r"^the store's writer process ended \(exit status -9\)$"):
+            database.submit(add, "refused")
+    finally:
+        blocker.close()
     assert texts(database.path) == ["committed"]
 
 
