@@ -7,19 +7,51 @@ The embedding API: `UserHost.start(...)` binds and starts the authority; `serve_
 (`Plugin`) serve the catalog's plugin methods. The clients are in `wuu.host.userhost.client`. Where a space's
 data lives, and the presence lock a host holds for its life, are `wuu.host.userhost.storage`; the legacy
 review-ledger migration (`wuu.host.userhost.review`) builds on the user host, which never imports it.
+
+The names below load on first use (PEP 562): a process that runs one part of the user host (the store's
+writer process, a client) does not pay for the rest, nor a host that serves NDJSON alone for grpc and
+aiohttp.
 """
 
+from __future__ import annotations
+
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
-from .authority import UserHost
-from .errors import UserHostError, UserHostStartError
-from .plugins import Plugin, PluginCall
-from .services import Caller, HostServices
-from .stdio import serve_stdio
-from .storage.layout import StorageLayout
-from .tokens import TokenError, TokenStore
-from .unix import SocketInUse, UnixServer
+if TYPE_CHECKING:
+    from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
+    from .authority import UserHost
+    from .errors import UserHostError, UserHostStartError
+    from .grpc_service import GrpcServer
+    from .http import HttpServer
+    from .plugins import Plugin, PluginCall
+    from .services import Caller, HostServices
+    from .stdio import serve_stdio
+    from .storage.layout import StorageLayout
+    from .tokens import TokenError, TokenStore
+    from .unix import SocketInUse, UnixServer
+
+_MODULE_OF = {
+    "Caller": "services",
+    "GrpcAddress": "address",
+    "GrpcAddressError": "address",
+    "GrpcServer": "grpc_service",
+    "HostServices": "services",
+    "HttpAddress": "address",
+    "HttpAddressError": "address",
+    "HttpServer": "http",
+    "Plugin": "plugins",
+    "PluginCall": "plugins",
+    "SocketInUse": "unix",
+    "StorageLayout": "storage.layout",
+    "TokenError": "tokens",
+    "TokenStore": "tokens",
+    "UnixServer": "unix",
+    "UserHost": "authority",
+    "UserHostError": "errors",
+    "UserHostStartError": "errors",
+    "serve_stdio": "stdio",
+}
 
 __all__ = [
     "Caller",
@@ -43,20 +75,11 @@ __all__ = [
     "serve_stdio",
 ]
 
-if TYPE_CHECKING:
-    from .grpc_service import GrpcServer
-    from .http import HttpServer
-
 
 def __getattr__(name: str) -> Any:
-    # The gRPC and HTTP servers load their libraries (grpc, aiohttp) only when first named: a host that serves
-    # NDJSON alone starts without them.
-    if name == "GrpcServer":
-        from .grpc_service import GrpcServer
-
-        return GrpcServer
-    if name == "HttpServer":
-        from .http import HttpServer
-
-        return HttpServer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -34,10 +34,10 @@ async def test_a_worker_killed_mid_request_fails_the_call_as_unknown(
 async def test_a_malformed_frame_from_the_worker_fails_the_call(
     spawn_client: Spawner, tmp_path: Path
 ) -> None:
-    client = await spawn_client(["sh", "-c", "read line; echo '{nope'; sleep 30"])
+    client = await spawn_client(["sh", "-c", "read line; echo '{nope'; exec sleep 600"])
     with pytest.raises(ConnectionLost, match="malformed frame from the worker"):
         await asyncio.wait_for(client.request("initialize", binding(tmp_path)), DEADLINE)
-    outcome = await client.close(budget=0.5)
+    outcome = await asyncio.wait_for(client.close(budget=0.5), DEADLINE)
     assert outcome.killed
 
 

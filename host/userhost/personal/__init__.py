@@ -4,26 +4,63 @@ approvals.schema.json, spec/schema/receipts/).
 
 `personal()` is the composition module an embedding (or `wuu-userhost serve --composition-profile
 personal`) adds to a host; `SessionDomain` is the provider interface a replacement store implements.
+
+The names below load on first use (PEP 562): the store's writer process imports the store's write modules
+beneath this package, and nothing else of it.
 """
 
-from .agent import Agent, AgentStep, ModelContext
-from .authorization import AuthorizationProvider
-from .composition import (
-    AUTHORIZATION_PROVIDERS,
-    SESSION_DOMAIN_PROVIDERS,
-    AuthorizationChoice,
-    native_authorization,
-    no_authorization,
-    personal,
-    sqlite_provider,
-)
-from .model import ModelAdapter, ModelConfig, OpenAIChatModel, StandInModel
-from .model_agent import ModelAgent
-from .plugin import FINGERPRINT, PLUGIN_ID, PersonalPlugin
-from .provider import ContextMessage, ReactionChange, SessionDomain
-from .sqlite.schema import StoreVersionError
-from .sqlite.sessions import StoreError
-from .sqlite.store import SqliteSessionDomain
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentStep, ModelContext
+    from .authorization import AuthorizationProvider
+    from .composition import (
+        AUTHORIZATION_PROVIDERS,
+        SESSION_DOMAIN_PROVIDERS,
+        AuthorizationChoice,
+        native_authorization,
+        no_authorization,
+        personal,
+        sqlite_provider,
+    )
+    from .model import ModelAdapter, ModelConfig, OpenAIChatModel, StandInModel
+    from .model_agent import ModelAgent
+    from .plugin import FINGERPRINT, PLUGIN_ID, PersonalPlugin
+    from .provider import ContextMessage, ReactionChange, SessionDomain
+    from .sqlite.schema import StoreVersionError
+    from .sqlite.sessions import StoreError
+    from .sqlite.store import SqliteSessionDomain
+
+_MODULE_OF = {
+    "AUTHORIZATION_PROVIDERS": "composition",
+    "Agent": "agent",
+    "AgentStep": "agent",
+    "AuthorizationChoice": "composition",
+    "AuthorizationProvider": "authorization",
+    "ContextMessage": "provider",
+    "FINGERPRINT": "plugin",
+    "ModelAdapter": "model",
+    "ModelAgent": "model_agent",
+    "ModelConfig": "model",
+    "ModelContext": "agent",
+    "OpenAIChatModel": "model",
+    "PLUGIN_ID": "plugin",
+    "PersonalPlugin": "plugin",
+    "ReactionChange": "provider",
+    "SESSION_DOMAIN_PROVIDERS": "composition",
+    "SessionDomain": "provider",
+    "SqliteSessionDomain": "sqlite.store",
+    "StandInModel": "model",
+    "StoreError": "sqlite.sessions",
+    "StoreVersionError": "sqlite.schema",
+    "native_authorization": "composition",
+    "no_authorization": "composition",
+    "personal": "composition",
+    "sqlite_provider": "composition",
+}
 
 __all__ = [
     "AUTHORIZATION_PROVIDERS",
@@ -52,3 +89,12 @@ __all__ = [
     "personal",
     "sqlite_provider",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
