@@ -10,8 +10,9 @@ first, and must not pay for the parts of the SDK they do not run.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy_names import loader
 
 if TYPE_CHECKING:
     from .backend import ExecutionBackendV4, Handler, RequestContext
@@ -44,10 +45,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, _MODULE_OF)

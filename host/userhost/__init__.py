@@ -15,8 +15,9 @@ aiohttp.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wuu.worker.lazy_names import loader
 
 if TYPE_CHECKING:
     from .address import GrpcAddress, GrpcAddressError, HttpAddress, HttpAddressError
@@ -76,10 +77,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, _MODULE_OF)

@@ -11,8 +11,9 @@ beneath this package, and nothing else of it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wuu.worker.lazy_names import loader
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentStep, ModelContext
@@ -91,10 +92,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = loader(__name__, _MODULE_OF)
