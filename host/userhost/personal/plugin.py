@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-import emoji as emoji_data
 import orjson
 
 from wuu.generated.models import (
@@ -161,7 +160,7 @@ class PersonalPlugin(ApprovalMethods, GrantMethods, AttentionSettingsMethods, Pe
         return AgentsReceiptsResult(receipts=found)
 
     async def agents_react(self, params: AgentsReactParams, call: PluginCall) -> AgentsReactResult:
-        if params.emoji is not None and not emoji_data.is_emoji(params.emoji):
+        if params.emoji is not None and not is_emoji(params.emoji):
             raise UserHostError(
                 UserHostErrorCode.INVALID_PARAMS, "emoji is not one Unicode emoji", "params.emoji"
             )
@@ -253,6 +252,13 @@ class PersonalPlugin(ApprovalMethods, GrantMethods, AttentionSettingsMethods, Pe
             )
         except Exception:
             log.exception("the %s notice failed; the write stays saved", topic)
+
+
+def is_emoji(text: str) -> bool:
+    """Whether `text` is exactly one Unicode emoji."""
+    import emoji  # its tables take a tenth of the host's start-up to load: the first reaction loads them
+
+    return bool(emoji.is_emoji(text))
 
 
 def binding_digest(session_id: str, user_input: UserInput) -> str:

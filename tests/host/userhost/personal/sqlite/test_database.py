@@ -43,6 +43,11 @@ def add_and_raise_an_error_that_cannot_come_back(connection: sqlite3.Connection,
     raise TwoPartError("cannot", "return")
 
 
+def add_and_raise(connection: sqlite3.Connection, text: str) -> None:
+    connection.execute("INSERT INTO notes (text) VALUES (?)", (text,))
+    raise ValueError(f"{text} is refused")
+
+
 def texts_of(connection: sqlite3.Connection) -> list[str]:
     return [text for (text,) in connection.execute("SELECT text FROM notes ORDER BY id")]
 
@@ -77,6 +82,18 @@ async def test_writes_run_in_the_writer_process_and_are_in_the_file_when_answere
     assert answered == list(range(1, 21))
     assert texts(database.path) == [f"note {n}" for n in range(20)]
     assert sum(writes for writes, _ in database.groups) == 20
+
+
+async def test_a_write_that_raises_is_undone_alone_and_the_rest_of_its_group_is_stored_once(
+    database: Database,
+) -> None:
+    # Submitted in one turn of the loop: one frame, one transaction.
+    writes = [database.submit(add, "a"), database.submit(add_and_raise, "b"), database.submit(add, "c")]
+    outcomes = await asyncio.gather(*writes, return_exceptions=True)
+    assert outcomes[0] == 1 and outcomes[2] == 2
+    assert isinstance(outcomes[1], ValueError) and str(outcomes[1]) == "b is refused"
+    assert texts(database.path) == ["a", "c"]
+    assert list(database.groups) == [(3, 1)]
 
 
 async def test_a_write_that_cannot_be_sent_fails_alone(database: Database) -> None:
