@@ -744,6 +744,14 @@ class ApptainerExecutionProfile(PlainModel):
             raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
         return self
 
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
+
 
 _ApptainerExecutionProfile_WIRE: dict[str, str] = {
     "backend": "backend",
@@ -899,6 +907,12 @@ class CommandExecutionProfile(PlainModel):
             self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
         return self
 
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "command" in value:
+            _check_ProfileArgv(value["command"], _at(at, "command"))
+
 
 _CommandExecutionProfile_WIRE: dict[str, str] = {
     "backend": "backend",
@@ -1050,6 +1064,12 @@ class DaytonaExecutionProfile(PlainModel):
                 raise Invalid(_at(at, "memory_mb"), "is null")
             self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
 
 
 _DaytonaExecutionProfile_WIRE: dict[str, str] = {
@@ -1265,6 +1285,14 @@ class DockerExecutionProfile(PlainModel):
         if "mount_read_only" in value and "host_workspace" not in value:
             raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
 
 
 _DockerExecutionProfile_WIRE: dict[str, str] = {
@@ -1553,6 +1581,12 @@ class ExecutionEnvironments(PlainModel):
                 raise Invalid(_at(at, "profiles"), "is null")
             self.profiles = _check_ExecutionEnvironments_profiles(found, _at(at, "profiles"))
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "profiles" in value:
+            _check_ExecutionEnvironments_profiles(value["profiles"], _at(at, "profiles"))
 
 
 _ExecutionEnvironments_WIRE: dict[str, str] = {"default": "default", "profiles": "profiles"}
@@ -2670,6 +2704,12 @@ class KubernetesExecutionProfile(PlainModel):
             self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
         return self
 
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
+
 
 _KubernetesExecutionProfile_WIRE: dict[str, str] = {
     "backend": "backend",
@@ -2838,6 +2878,12 @@ class LocalExecutionProfile(PlainModel):
             self.command_network = _check_CommandNetwork(found, _at(at, "command_network"))
         return self
 
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
+
 
 _LocalExecutionProfile_WIRE: dict[str, str] = {
     "backend": "backend",
@@ -2988,6 +3034,12 @@ class ModalExecutionProfile(PlainModel):
                 raise Invalid(_at(at, "memory_mb"), "is null")
             self.memory_mb = _check_ProfileMemoryMb(found, _at(at, "memory_mb"))
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
 
 
 _ModalExecutionProfile_WIRE: dict[str, str] = {
@@ -4419,6 +4471,14 @@ class SingularityExecutionProfile(PlainModel):
             raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
         return self
 
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
+        if "mount_read_only" in value and "host_workspace" not in value:
+            raise Invalid(_at(at, "host_workspace"), "is required when mount_read_only is given")
+
 
 _SingularityExecutionProfile_WIRE: dict[str, str] = {
     "backend": "backend",
@@ -4567,6 +4627,12 @@ class SshExecutionProfile(PlainModel):
                 raise Invalid(_at(at, "shutdown_timeout_ms"), "is null")
             self.shutdown_timeout_ms = _check_ProfileShutdownTimeoutMs(found, _at(at, "shutdown_timeout_ms"))
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
 
 
 _SshExecutionProfile_WIRE: dict[str, str] = {
@@ -4743,6 +4809,14 @@ class UserInput(PlainModel):
         except Invalid:
             _check_UserInput__else(value, at)
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        try:
+            _check_UserInput__if(value, at)
+        except Invalid:
+            _check_UserInput__else(value, at)
 
 
 _UserInput_WIRE: dict[str, str] = {
@@ -4938,6 +5012,12 @@ class VercelExecutionProfile(PlainModel):
                 raise Invalid(_at(at, "cpus"), "is null")
             self.cpus = _check_ProfileWholeCpus(found, _at(at, "cpus"))
         return self
+
+    @classmethod
+    def _residual(cls, value: dict[str, Any], at: str) -> None:
+        """Check the wire form of a value the model accepted against what the model cannot express."""
+        if "worker" in value:
+            _check_ProfileArgv(value["worker"], _at(at, "worker"))
 
 
 _VercelExecutionProfile_WIRE: dict[str, str] = {

@@ -6,8 +6,8 @@ arguments and metadata, and the configuration files a worker or `wuu-host adapte
 class each: its `_decode` checks a value against the def with straight-line code written here from the
 schema, and builds the instance. The pydantic models stay the typed API of hosts, and import their enums
 from the twins (`plain_enums`); `tests/spec/test_plain.py` holds the two to the schemas. The defs whose
-schema says more than a pydantic model can (`SCHEMA_CHECKED_MODELS`) get a twin too, wherever they are used:
-their model checks itself through it.
+schema says more than a pydantic model can (`SCHEMA_CHECKED_MODELS`) get a twin too, wherever they are used,
+with a `_residual` check of just what the model cannot express: their model checks itself through it.
 
 The attribute names and enum member names are the models' own (read from the models' source), so code written
 against a model reads the same against its plain twin. A schema keyword this generator does not know stops
@@ -28,6 +28,25 @@ CONFIG_ROOTS = ("ExecutionEnvironments", "SensitivePathRules", "RedactionRules",
 """The config files a worker or `wuu-host adapter` reads, beside the worker protocol's messages."""
 EXTRA_ROOTS = ("ErrorCode", "ProcessEvent", "ToolResult")
 """What a worker sends that no catalog entry names: error codes, process events, tool results."""
+
+RESIDUAL_KEYWORDS = ("prefixItems", "dependentRequired", "dependentSchemas", "not", "if", "contains")
+"""JSON Schema keywords that have no pydantic equivalent: a def whose schema uses one is schema-checked."""
+
+
+def uses_residual(defs: dict[str, Any], node: Any) -> bool:
+    """Whether `node` uses a keyword of RESIDUAL_KEYWORDS: in itself, anywhere beneath it, or in a non-object
+    def it references (an object def it references is a model of its own, which checks itself)."""
+    if isinstance(node, list):
+        return any(uses_residual(defs, item) for item in node)
+    if not isinstance(node, dict):
+        return False
+    if any(keyword in node for keyword in RESIDUAL_KEYWORDS):
+        return True
+    referenced = defs.get(str(node.get("$ref", "")).rsplit("/", 1)[-1])
+    if referenced is not None and referenced.get("type") != "object" and uses_residual(defs, referenced):
+        return True
+    return any(uses_residual(defs, value) for value in node.values())
+
 
 # Keywords that say nothing about which values a def accepts.
 ANNOTATIONS = {
@@ -157,9 +176,12 @@ def first_paragraph(text: str | None) -> str:
 class Writer:
     """Emits the module: one checker function per distinct field schema, one class per def."""
 
-    def __init__(self, defs: dict[str, Any], names: list[str], models_source: str) -> None:
+    def __init__(
+        self, defs: dict[str, Any], names: list[str], models_source: str, checked: Iterable[str] = ()
+    ) -> None:
         self.defs = defs
         self.names = names
+        self.checked = set(checked)
         self.fields, self.members = model_names(models_source)
         self.functions: dict[str, str] = {}
         self.patterns: dict[str, str] = {}
@@ -481,13 +503,24 @@ class Writer:
                     + null_check
                     + f"    self.{attribute} = {check}(found, _at(at, {wire!r}))"
                 )
+        # What a pydantic model cannot check: the fields that use such a keyword, and the def's own.
+        residual = [
+            f"if {wire!r} in value:\n    "
+            f"{self.checker(f'_check_{name}_{attributes[wire]}', prop)}(value[{wire!r}], _at(at, {wire!r}))"
+            for wire, prop in schema["properties"].items()
+            if uses_residual(self.defs, prop)
+        ]
         for given, needed in schema.get("dependentRequired", {}).items():
             for wire in needed:
-                decode.append(
+                check = (
                     f"if {given!r} in value and {wire!r} not in value:\n"
                     f"    raise Invalid(_at(at, {wire!r}), {'is required when ' + given + ' is given'!r})"
                 )
-        decode += self.conditional(f"_check_{name}", schema)
+                decode.append(check)
+                residual.append(check)
+        conditional = self.conditional(f"_check_{name}", schema)
+        decode += conditional
+        residual += conditional
         decode.append("return self")
         slots = ", ".join(repr(attributes[wire]) for wire in schema["properties"])
         body = [
@@ -499,6 +532,14 @@ class Writer:
             "",
             "@classmethod\ndef _decode(cls, value: Any, at: str) -> Self:\n" + indent("\n".join(decode)),
         ]
+        if name in self.checked:
+            body.append(
+                "@classmethod\ndef _residual(cls, value: dict[str, Any], at: str) -> None:\n"
+                + indent(
+                    '"""Check the wire form of a value the model accepted against what the model cannot '
+                    'express."""\n' + "\n".join(residual or ["return None"])
+                )
+            )
         wire_map = ", ".join(f"{wire!r}: {attributes[wire]!r}" for wire in schema["properties"])
         return (
             f"class {name}(PlainModel):\n"
@@ -626,4 +667,4 @@ def generate_plain(
     worker uses or whose model is schema-checked (`checked`)."""
     defs = spec_bundle["$defs"]
     names = closure(defs, plain_roots(methods, checked))
-    return Writer(defs, names, models_source).module(header, template, methods)
+    return Writer(defs, names, models_source, checked).module(header, template, methods)

@@ -169,3 +169,9 @@ def test_a_schema_checked_model_refuses_through_its_plain_twin_what_the_schema_d
     assert validators.errors("DockerExecutionProfile", docker) != []
     with pytest.raises(ValidationError, match=r"worker\.0"):
         models.DockerExecutionProfile.model_validate(docker)
+    # A def's `dependentRequired`: a read-only mount names the host folder it mounts.
+    mount = {"backend": "docker", "image": "i", "workspace": "/workspace", "mount_read_only": True}
+    assert validators.errors("DockerExecutionProfile", mount) != []
+    with pytest.raises(ValidationError, match="host_workspace: is required when mount_read_only is given"):
+        models.DockerExecutionProfile.model_validate(mount)
+    assert models.DockerExecutionProfile.model_validate({**mount, "host_workspace": "/srv/w"}).mount_read_only

@@ -8,9 +8,10 @@ decoded message re-encodes to the same JSON and optional fields never appear as 
 The spec's own keywords that JSON Schema cannot express (`keywords.SPEC_KEYWORDS`) are enforced here,
 once, for every model that carries them; so are `uniqueItems` and "optional but never null", which the
 generator passes on as `keywords.GENERATOR_KEYWORDS`. A model whose def uses a keyword that pydantic
-cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) is also decoded by its plain twin
-(`plain`), whose generated checks hold every keyword of the def: this module depends on `plain`, never the
-other way round.
+cannot express (listed in SCHEMA_CHECKED_MODELS at the end of this module) is also checked by its plain twin
+(`plain`): its generated `_residual` check holds just those keywords (the def's own, and those of the fields
+that use one), on the wire form of what the model accepted. This module depends on `plain`, never the other
+way round.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class WireModel(BaseModel):
                 raise ValueError(f"{wire_name}: {problem}")
         if type(self).__name__ in SCHEMA_CHECKED_MODELS:
             try:
-                getattr(plain, type(self).__name__).model_validate(self.to_wire())
+                getattr(plain, type(self).__name__)._residual(self.to_wire(), "")
             except plain.Invalid as error:
                 raise ValueError(f"{error.location}: {error.message}") from None
         return self
@@ -83,7 +84,7 @@ class WireModel(BaseModel):
 
 
 SCHEMA_CHECKED_MODELS: frozenset[str] = frozenset()
-"""Models whose def uses a keyword pydantic cannot express; they also run the def's validator."""
+"""Models whose def uses a keyword pydantic cannot express; they also run their plain twin's residual check."""
 
 
 def _schema_extras(field: FieldInfo) -> Iterator[Mapping[str, Any]]:
