@@ -46,6 +46,9 @@ log = logging.getLogger("wuu.worker.client")
 R = TypeVar("R", bound=WireModel)
 ToolInvoker = Callable[[ToolInvokeParams, str], Awaitable[ToolResult]]
 
+OUTPUT_DRAIN = 2.0
+"""Seconds a close goes on reading a spawned worker's pipes after its process has ended."""
+
 
 class ReplyError(Exception):
     """The worker answered a request with an error."""
@@ -73,6 +76,20 @@ class CloseOutcome:
     @property
     def clean(self) -> bool:
         return self.returncode == 0 and not self.killed
+
+
+class _SpawnedProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """The streams of a spawned worker, and the moment its process ends. asyncio's `Process.wait()` returns
+    only once the child's pipes have closed too, which a process the worker left behind may hold open for as
+    long as it lives."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit, loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
 
 
 class WorkerClient(WorkerClientMethods):
@@ -105,6 +122,7 @@ class WorkerClient(WorkerClientMethods):
         )
         self._reader = asyncio.create_task(self._read())
         self._stderr_reader = asyncio.create_task(self._read_stderr())
+        self._spawned: tuple[asyncio.SubprocessTransport, asyncio.Event] | None = None
 
     @classmethod
     async def spawn(
@@ -118,17 +136,19 @@ class WorkerClient(WorkerClientMethods):
         record: bool = True,
     ) -> WorkerClient:
         """Start an adapter command and connect to its stdin/stdout."""
-        process = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _SpawnedProtocol(reader_limit(), loop),
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            limit=reader_limit(),
         )
+        process = asyncio.subprocess.Process(transport, protocol, loop)
         assert process.stdin is not None and process.stdout is not None
-        return cls(
+        client = cls(
             process.stdout,
             process.stdin,
             token=token or secrets.token_hex(16),
@@ -136,6 +156,8 @@ class WorkerClient(WorkerClientMethods):
             process=process,
             record=record,
         )
+        client._spawned = (transport, protocol.exited)
+        return client
 
     @property
     def lost(self) -> str | None:
@@ -301,6 +323,15 @@ class WorkerClient(WorkerClientMethods):
 
     # --- shutdown ------------------------------------------------------------------------------
 
+    async def _ended(self) -> None:
+        """Until the worker has ended: its process (a spawned one), or its output (an attached one)."""
+        if self._spawned is not None:
+            await self._spawned[1].wait()
+        elif self.process is not None:
+            await self.process.wait()
+        else:
+            await asyncio.shield(self._reader)
+
     async def close(self, budget: float = 7.0) -> CloseOutcome:
         """Send EOF and wait up to `budget` seconds for the worker to end; kill a spawned one after that.
 
@@ -308,18 +339,22 @@ class WorkerClient(WorkerClientMethods):
         """
         self._peer.end_output()
         killed = False
-        ended = self.process.wait() if self.process is not None else asyncio.shield(self._reader)
         try:
-            await asyncio.wait_for(ended, budget)
+            await asyncio.wait_for(self._ended(), budget)
         except TimeoutError:
             killed = True
             if self.process is not None:
                 with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
                     self.process.kill()
-                await self.process.wait()
+                await self._ended()
             else:
                 self._reader.cancel()
         self._peer.abort_output()
+        if self._spawned is not None:
+            # What the worker wrote before it ended is in its pipes; a process it left behind may hold them
+            # open for as long as it lives: the close reads them for a moment, then closes them.
+            await asyncio.wait({self._reader, self._stderr_reader}, timeout=OUTPUT_DRAIN)
+            self._spawned[0].close()
         await asyncio.gather(self._reader, self._stderr_reader, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()

@@ -5,6 +5,8 @@ malformed frame, one whose frame is over the limit.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -39,6 +41,21 @@ async def test_a_malformed_frame_from_the_worker_fails_the_call(
         await asyncio.wait_for(client.request("initialize", binding(tmp_path)), DEADLINE)
     outcome = await asyncio.wait_for(client.close(budget=0.5), DEADLINE)
     assert outcome.killed
+
+
+async def test_a_process_the_worker_left_behind_holding_its_pipes_does_not_hold_up_the_close(
+    spawn_client: Spawner,
+) -> None:
+    # The shell starts a `sleep` that inherits its output and error, names it, and exits at its input's end.
+    client = await spawn_client(["sh", "-c", "sleep 600 & echo $! >&2; read line; exit 0"])
+    await until(lambda: client.stderr.strip().isdigit(), "the shell to name its background sleep")
+    left_behind = int(client.stderr)
+    try:
+        outcome = await asyncio.wait_for(client.close(budget=DEADLINE), DEADLINE)
+        assert outcome.returncode == 0 and not outcome.killed and outcome.clean
+        assert os.path.exists(f"/proc/{left_behind}")  # it still holds the pipes the close stopped reading
+    finally:
+        os.kill(left_behind, signal.SIGKILL)
 
 
 async def test_an_oversize_frame_from_the_worker_fails_the_call_and_close_ends(
