@@ -274,6 +274,8 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        if self._queued:
+            self._send()  # what this turn of the loop queued goes now, starting the writer if it is not yet
         if self._starting is not None:
             await self._starting
         if self._writer is not None:

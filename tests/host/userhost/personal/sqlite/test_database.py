@@ -163,3 +163,20 @@ async def test_closing_commits_what_is_queued_and_ends_the_writer_process(tmp_pa
     assert [future.result() for future in queued] == [2, 3, 4]
     assert texts(database.path) == ["first", "queued 0", "queued 1", "queued 2"]
     assert database._writer.returncode == 0 and not alive(pid)
+
+
+async def test_closing_a_store_whose_writer_has_not_started_commits_what_is_queued(tmp_path: Path) -> None:
+    database = await Database.open(tmp_path / "store.sqlite", create)
+    queued = [database.submit(add, f"queued {n}") for n in range(2)]  # the writer starts after this turn
+    try:
+        await database.close()
+        assert all(future.done() for future in queued), "the close returned before the queued writes"
+        assert [future.result() for future in queued] == [1, 2]
+        assert texts(database.path) == ["queued 0", "queued 1"]
+        assert database._writer is not None and database._writer.returncode == 0
+    finally:  # a writer started after the close would wait for its input's end for ever
+        if database._starting is not None:
+            await database._starting
+        if database._writer is not None and database._writer.returncode is None:
+            database._writer.kill()
+            await database._writer.wait()
