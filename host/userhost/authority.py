@@ -33,6 +33,7 @@ from wuu.generated.models import (
 )
 
 from .errors import UserHostError, UserHostStartError
+from .event_loop import running_kind
 from .plugins import Graph, Plugin
 from .private import UnsafeDirectory, check_directories, make_directories
 from .services import HostServices, NoHostServices
@@ -200,7 +201,12 @@ class UserHost:
             raise
         log.info(
             "user host started",
-            extra={"user_space_id": user_space_id, "product_domain": product_domain, "isolation": mode.value},
+            extra={
+                "user_space_id": user_space_id,
+                "product_domain": product_domain,
+                "isolation": mode.value,
+                "event_loop": running_kind(),
+            },
         )
         return host
 

@@ -2,7 +2,7 @@
 SQLite single-row commits on the same disk, and history search over a large conversation beside the raw
 FTS5 query on the same file.
 
-The targeted send figures measure admission: a host whose agent never steps (`personal_host.py`, the
+The targeted send figures measure admission: a host whose agent takes no action (`personal_host.py`, the
 embedding API), its store a real SQLite file in WAL mode with `synchronous=FULL`. Every send is
 acknowledged only once its receipt is durable, so the baseline is what one durable commit costs on this
 disk (one row, one transaction, the same settings). A diagnostic row runs the real command

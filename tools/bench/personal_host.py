@@ -1,10 +1,11 @@
-"""A Personal host whose main agent never steps, serving a Unix socket until SIGTERM:
+"""A Personal host whose main agent takes no action, serving a Unix socket until SIGTERM:
 
     python tools/bench/personal_host.py HOME SOCKET
 
-It is `wuu-userhost serve --composition-profile personal` through the embedding API, less the agent: the
-send figures measure admission (a durable receipt per input), not the stand-in agent's answers, which cost
-writes of their own and are measured beside them with the real command.
+It is `wuu-userhost serve --composition-profile personal` through the embedding API, on the same event loop,
+less the agent's work: its steps read their window and take no action. The send figures measure admission
+(a durable receipt per input), not the stand-in agent's answers, which cost writes of their own and are
+measured beside them with the real command.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 from wuu.host.userhost import UnixServer, UserHost
+from wuu.host.userhost.event_loop import run
 from wuu.host.userhost.personal import AgentStep, personal
 
 
@@ -42,4 +44,4 @@ async def main(home: Path, socket: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(Path(sys.argv[1]), Path(sys.argv[2])))
+    run(lambda: main(Path(sys.argv[1]), Path(sys.argv[2])))

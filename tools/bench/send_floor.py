@@ -8,7 +8,8 @@ goes through the store's `Database` (its writer process, group commit, WAL with 
 reply is written once the write is durable. `row` commits one 200-byte row per request, the raw baseline's
 write; `admission` commits the store's own admission of the request's user input (`admission.admit`: the
 message, its search index entry, the receipt and their indexes). There is no session state, no params model
-and no agent: what a host adds above the `admission` floor is its own cost.
+and no agent: what a host adds above the `admission` floor is its own cost. It runs on the event loop
+`wuu-userhost serve` runs on.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import floor_writes  # beside this script
 import orjson
 
+from wuu.host.userhost.event_loop import run
 from wuu.host.userhost.personal.plugin import PLUGIN_ID
 from wuu.host.userhost.personal.provider import Submission
 from wuu.host.userhost.personal.sqlite import sessions
@@ -94,4 +96,4 @@ async def main(mode: str, store: Path, socket: Path) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))
+    run(lambda: main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])))

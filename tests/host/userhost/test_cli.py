@@ -1,5 +1,6 @@
 """`wuu-userhost serve` as a real process: its help, the flags it refuses (exit 2, naming the flag or the
-startup error code, nothing written), `WUU_HOME`, a clean stop on SIGTERM with JSON-line logs, the end
+startup error code, nothing written), `WUU_HOME`, a clean stop on SIGTERM with JSON-line logs on either
+event loop (uvloop's where it can be imported, asyncio's when asked or when it cannot), the end
 of a stdio-only host after EOF once its admitted work is done, one host per home, user space and product
 domain (a second exits 2 naming the first), and private modes under the home whatever the umask.
 """
@@ -38,6 +39,7 @@ FLAGS = [
     "--stdio",
     "--listen",
     "--grpc",
+    "--loop",
 ]
 
 
@@ -184,10 +186,26 @@ async def listening(process: asyncio.subprocess.Process, path: Path) -> None:
     await until(ready, f"the host to listen on {path}")
 
 
-async def test_sigterm_stops_a_listening_host_cleanly_with_json_logs(tmp_path: Path, run_dir: Path) -> None:
+def without_uvloop(tmp_path: Path) -> dict[str, str]:
+    """An environment in which `import uvloop` fails, as in an interpreter without it."""
+    shadow = tmp_path / "shadow" / "uvloop"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("no uvloop here")\n')
+    return {**os.environ, "PYTHONPATH": str(shadow.parent)}
+
+
+@pytest.mark.parametrize(
+    ("loop", "uvloop", "runs_on"),
+    [([], True, "uvloop"), (["--loop", "asyncio"], True, "asyncio"), ([], False, "asyncio")],
+    ids=["auto", "asyncio", "auto-without-uvloop"],
+)
+async def test_sigterm_stops_a_listening_host_cleanly_with_json_logs(
+    tmp_path: Path, run_dir: Path, loop: list[str], uvloop: bool, runs_on: str
+) -> None:
     home, path = tmp_path / "wuu-home", run_dir / "userhost.sock"
+    env = os.environ if uvloop else without_uvloop(tmp_path)
     # No --home: WUU_HOME is the home.
-    process = await start([*BINDING, "--listen", f"unix:{path}"], env={**os.environ, "WUU_HOME": str(home)})
+    process = await start([*BINDING, *loop, "--listen", f"unix:{path}"], env={**env, "WUU_HOME": str(home)})
     try:
         await listening(process, path)
         client = await UserHostClient.connect_unix(path)
@@ -211,6 +229,14 @@ async def test_sigterm_stops_a_listening_host_cleanly_with_json_logs(tmp_path: P
         assert isinstance(entry["level"], str) and isinstance(entry["message"], str), entry
     messages = [entry["message"] for entry in entries]
     assert "user host started" in messages and "listening" in messages and "user host closed" in messages
+    assert entries[messages.index("user host started")]["event_loop"] == runs_on
+
+
+def test_loop_uvloop_where_it_cannot_be_imported_exits_2_naming_the_flag(home: Path, tmp_path: Path) -> None:
+    done = run([*BINDING, "--home", str(home), "--stdio", "--loop", "uvloop"], env=without_uvloop(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "--loop: uvloop cannot be imported (no uvloop here)" in done.stderr, done.stderr
+    assert everything_under(home) == []
 
 
 async def test_a_live_host_on_the_socket_makes_the_second_exit_2(home: Path, run_dir: Path) -> None:
