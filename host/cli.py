@@ -18,6 +18,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from wuu.worker.orphans import adopt_orphans
+
 from .errors import EnvironmentUnavailable, ProfileError
 from .prestart import prestart, start_validated
 
@@ -35,6 +37,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before anything starts: no worker would ever be reached
         print(f"wuu-host: {problem}", file=sys.stderr)
         return 2
+    # This process serves one worker: the commands of a worker that dies are reparented to it, to be ended.
+    adopt_orphans()
     # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart), and
     # everything else this process imports (pathlib and asyncio first: nothing above imports them).
     prestarted = prestart(args.config, args.profile)

@@ -5,6 +5,10 @@ sessions of their own. On Linux a process above the worker -- the adapter of a l
 of a persistent one -- makes itself the child subreaper of its tree (PR_SET_CHILD_SUBREAPER), so such
 commands are reparented to it rather than to init, and ends every one of them once the worker has ended:
 nothing of the worker outlives it.
+
+Ending orphans ends every child the process has, so only a process whose one child is the worker adopts
+them. A process with children of its own besides (a user host: its store's writer, its other workers, its
+engines) neither adopts nor ends any: there, a killed worker's commands are reparented to init.
 """
 
 from __future__ import annotations
@@ -14,23 +18,40 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 ORPHANS_S = 5.0
 """Seconds a process that has ended its worker's connection spends ending the orphans it inherited."""
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
 _POLL_S = 0.01
 
 
 def adopt_orphans() -> bool:
-    """Make this process the subreaper of its descendants; False where the platform has none."""
+    """Make this process the subreaper of its descendants; False where the platform has none. Only a
+    process that serves one worker may: ending orphans ends every child it has."""
     if sys.platform != "linux":
         return False
+    return bool(_prctl()(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def adopting() -> bool:
+    """Whether this process is the subreaper of its descendants (`adopt_orphans`)."""
+    if sys.platform != "linux":
+        return False
+    import ctypes
+
+    flag = ctypes.c_int(0)
+    return _prctl()(_PR_GET_CHILD_SUBREAPER, ctypes.addressof(flag), 0, 0, 0) == 0 and flag.value != 0
+
+
+def _prctl() -> Any:
     import ctypes  # only here: a process pays for it once, on Linux
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    return prctl
 
 
 def children() -> list[int]:

@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wuu.worker.orphans import adopt_orphans, end_orphans
+from wuu.worker.orphans import adopting, end_orphans
 from wuu.worker.streams import connect_pipes
 
 from ..prestart import Prestarted, spawn
@@ -57,8 +57,10 @@ class Environment(abc.ABC):
 class ChildProcess(Environment):
     """A worker that is a local child process (the local and command backends).
 
-    The process that starts it becomes the subreaper of its tree (`wuu.worker.orphans`): the commands of a worker
-    that died are ended at `close`, once the worker has ended. A worker `prestarted` while the profile was
+    In a process that has made itself the subreaper of its descendants (`wuu.worker.orphans.adopt_orphans`, as
+    `wuu-host adapter` does: it serves this one worker), the commands of a worker that died are ended at
+    `close`, once the worker has ended. A process with children of its own besides the worker (a user host)
+    does not adopt them, and `close` ends no child of it. A worker `prestarted` while the profile was
     validated (`wuu.host.prestart`) is used when it runs this command.
     """
 
@@ -73,7 +75,6 @@ class ChildProcess(Environment):
         self._exit: asyncio.Future[int] | None = None
 
     async def start(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        adopt_orphans()
         process = self._prestarted.claim(self._argv) if self._prestarted is not None else None
         # Not in the adapter's process group: a terminal's Ctrl-C reaches the adapter alone, which ends the
         # worker by EOF within the budget, as at the host's EOF.
@@ -97,6 +98,7 @@ class ChildProcess(Environment):
                 f"the worker did not exit within its shutdown budget of {budget:g} s; it was killed"
             ) from None
         finally:
-            await end_orphans(budget)
+            if adopting():
+                await end_orphans(budget)
         if returncode != 0:
             raise cleanup_failed(f"the worker exited with status {returncode}; its cleanup may be incomplete")

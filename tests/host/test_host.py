@@ -382,6 +382,21 @@ def test_the_readmes_profiles_are_valid() -> None:
     assert configuration.select().name == "isolated"
 
 
+async def test_closing_a_local_environment_ends_no_other_child_of_its_process() -> None:
+    # As in a user host, which runs its executors' workers itself: the process has a child of its own besides
+    # the worker (the store's writer, another worker). Ending "orphans" there would end that child too.
+    other = await asyncio.create_subprocess_exec("sleep", "600")
+    try:
+        profile = parse({"execution_environments": {"profiles": {"p": {"backend": "local"}}}}).select("p")
+        environment = environment_for(profile)
+        await environment.start()
+        await environment.close(DEADLINE)  # EOF: the worker exits 0
+        assert other.returncode is None and alive(other.pid), "closing the environment ended another child"
+    finally:
+        other.kill()
+        await other.wait()
+
+
 async def test_a_local_profile_gives_its_file_roots_to_a_binding_that_names_none(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     path = config(tmp_path, p={"backend": "local", "file_roots": [{"path": str(notes), "kind": "workspace"}]})
