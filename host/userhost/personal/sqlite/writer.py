@@ -13,8 +13,9 @@ answers with one frame: the list of `(ident, result, error)` of that transaction
 before its answer leaves, and each answer frame is one transaction.
 
 At the end of its input the writer commits what it has and exits; a frame cut short (its host was killed
-while sending it) was never answered, and is dropped. It runs in a session of its own, so a signal to the
-host's process group reaches the host, which closes it in order.
+while sending it) was never answered, and is dropped. A host killed while it is answered leaves no one to
+answer: the writer commits the whole frames it was sent, quietly, to the end of its input. It runs in a
+session of its own, so a signal to the host's process group reaches the host, which closes it in order.
 """
 
 from __future__ import annotations
@@ -100,14 +101,18 @@ def serve(frames: Frames, answers: int) -> None:
     host_path, path, prepare = pickle.loads(setup)
     sys.path[:] = host_path  # the writes' modules are found where the host found them
     connection = connect(Path(path), pickle.loads(prepare))
+    answering = True
     try:
         while (frame := frames.next(wait=True)) is not None:
             group: list[Write] = pickle.loads(frame)
             while len(group) < MAX_GROUP and (more := frames.next(wait=False)) is not None:
                 group += pickle.loads(more)
             data = memoryview(encoded(commit(connection, group)))
-            while data:
-                data = data[os.write(answers, data) :]
+            try:
+                while answering and data:
+                    data = data[os.write(answers, data) :]
+            except BrokenPipeError:  # the host is gone (killed): its whole frames still commit, unanswered
+                answering = False
     finally:
         connection.close()
 

@@ -1,19 +1,24 @@
 """The store's database (`sqlite/database.py`) and its writer process (`sqlite/writer.py`): writes are sent by
 reference and committed in the writer process, which starts with the first write; what cannot cross to it or
-back fails alone with a TypeError; a writer that dies fails what it had not committed, and closing the
-database ends the process."""
+back fails alone with a TypeError; a writer that dies fails what it had not committed, a writer whose host
+was killed commits what it was sent and exits quietly, and closing the database ends the process."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from wuu.host.userhost.personal.sqlite.database import Database
+from tests.helpers import DEADLINE
+from wuu.host.userhost.personal.sqlite.database import WRITER, Database
+from wuu.host.userhost.personal.sqlite.frames import HEADER
 
 
 def create(connection: sqlite3.Connection) -> None:
@@ -144,6 +149,23 @@ async def test_a_writer_that_dies_fails_its_pending_writes_and_every_later_one(d
     finally:
         blocker.close()
     assert texts(database.path) == ["committed"]
+
+
+def test_a_writer_whose_host_is_gone_commits_what_it_was_sent_and_exits_quietly(tmp_path: Path) -> None:
+    path = tmp_path / "store.sqlite"
+    with sqlite3.connect(path) as connection:
+        create(connection)
+    answers, unread = os.pipe()
+    writer = subprocess.Popen(
+        [sys.executable, "-m", WRITER], stdin=subprocess.PIPE, stdout=unread, stderr=subprocess.PIPE
+    )
+    os.close(unread)
+    os.close(answers)  # as a killed host: no one reads the answer, whose write fails with EPIPE
+    frames = [(sys.path, str(path), pickle.dumps(None)), [(0, add, ("sent before the kill",), {})]]
+    data = b"".join(HEADER.pack(len(frame)) + frame for frame in map(pickle.dumps, frames))
+    _, stderr = writer.communicate(data, timeout=DEADLINE)
+    assert (writer.returncode, stderr.decode()) == (0, "")
+    assert texts(path) == ["sent before the kill"]
 
 
 async def test_the_writer_process_starts_with_the_first_write(tmp_path: Path) -> None:
