@@ -20,8 +20,6 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from wuu.worker.orphans import adopt_orphans
-
 if TYPE_CHECKING:
     from os import PathLike
 
@@ -101,7 +99,6 @@ def prestart(config: str | PathLike[str], name: str | None) -> Prestarted | None
     argv = local_worker_argv(config, name)
     if argv is None:
         return None
-    adopt_orphans()  # before the worker has children that could be orphaned
     try:
         return Prestarted(argv, spawn(argv))
     except OSError:
@@ -114,7 +111,6 @@ def start_validated(profile: Profile[Any], environ: Mapping[str, str]) -> Presta
         return None
     profile.forwarded_environment(environ)  # a missing variable stops the connection before anything starts
     argv = tuple(profile.settings.command)
-    adopt_orphans()
     try:
         return Prestarted(argv, spawn(argv))
     except OSError:

@@ -8,7 +8,7 @@ nothing of the worker outlives it.
 
 Ending orphans ends every child the process has, so only a process whose one child is the worker adopts
 them. A process with children of its own besides (a user host: its store's writer, its other workers, its
-engines) neither adopts nor ends any: there, a killed worker's commands are reparented to init.
+engines) runs each worker under a reaper process of its own instead, whose one child the worker is.
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -57,11 +61,13 @@ class Environment(abc.ABC):
 class ChildProcess(Environment):
     """A worker that is a local child process (the local and command backends).
 
-    In a process that has made itself the subreaper of its descendants (`wuu.worker.orphans.adopt_orphans`, as
-    `wuu-host adapter` does: it serves this one worker), the commands of a worker that died are ended at
-    `close`, once the worker has ended. A process with children of its own besides the worker (a user host)
-    does not adopt them, and `close` ends no child of it. A worker `prestarted` while the profile was
-    validated (`wuu.host.prestart`) is used when it runs this command.
+    The commands of a worker that died are ended at `close`, once the worker has ended, and nothing else is:
+    - in a process that has made itself the subreaper of its descendants (`wuu.worker.orphans.adopt_orphans`,
+      as `wuu-host adapter` does: it serves this one worker), by that process;
+    - in any other (a user host, whose store's writer, other workers and engines are its children too), by
+      the reaper the worker runs under (`wuu.host.reaper`), whose one child it is.
+    A worker `prestarted` while the profile was validated (`wuu.host.prestart`) is used when it runs this
+    command.
     """
 
     def __init__(
@@ -78,7 +84,8 @@ class ChildProcess(Environment):
         process = self._prestarted.claim(self._argv) if self._prestarted is not None else None
         # Not in the adapter's process group: a terminal's Ctrl-C reaches the adapter alone, which ends the
         # worker by EOF within the budget, as at the host's EOF.
-        self.process = process or spawn(self._argv, self._env)
+        argv = self._argv if adopting() else (sys.executable, "-m", "wuu.host.reaper", *self._argv)
+        self.process = process or spawn(argv, self._env)
         assert self.process.stdin is not None and self.process.stdout is not None
         self._exit = asyncio.ensure_future(asyncio.to_thread(self.process.wait))
         reader, self._stdin, _ = await connect_pipes(self.process.stdout, self.process.stdin)
@@ -92,7 +99,8 @@ class ChildProcess(Environment):
         try:
             returncode = await asyncio.wait_for(asyncio.shield(self._exit), budget)
         except TimeoutError:
-            self.process.kill()
+            with contextlib.suppress(ProcessLookupError):  # its group: the worker under a reaper too
+                os.killpg(self.process.pid, signal.SIGKILL)
             await self._exit
             raise cleanup_failed(
                 f"the worker did not exit within its shutdown budget of {budget:g} s; it was killed"

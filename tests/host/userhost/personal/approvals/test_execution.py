@@ -45,12 +45,14 @@ def completed(outcome: Outcome) -> Completed:
 
 
 def workers() -> list[int]:
-    """The native workers this test process started (its children running `wuu.worker`)."""
+    """The native workers this test process started: each runs `wuu.worker` under a reaper of its own
+    (`wuu.host.reaper`), a child of this process."""
     found = []
-    for pid in children(os.getpid()):
+    for reaper in children(os.getpid()):
         try:
-            if b"wuu.worker" in Path(f"/proc/{pid}/cmdline").read_bytes() and alive(pid):
-                found.append(pid)
+            if b"wuu.host.reaper" not in Path(f"/proc/{reaper}/cmdline").read_bytes():
+                continue
+            found += [pid for pid in children(reaper) if alive(pid)]
         except OSError:
             continue  # it ended while we looked
     return found
