@@ -50,6 +50,10 @@ so every admitted input reaches a context however many arrive at once."""
 STEP_GATHER_S = 0.005
 """How long a step that admitted inputs woke waits before it reads its window: the inputs of a burst share one
 step instead of each taking one (and each reading a window of a hundred messages beside the admissions)."""
+STEP_GATHER_MAX_S = 0.1
+"""The longest gather: after each step that leaves its inputs waiting the gather doubles, up to this, so an
+agent that declines what waits is not offered the same window at every wake of a burst; a step that reads
+inputs, or finds none waiting, sets it back to `STEP_GATHER_S`."""
 
 
 @dataclass(frozen=True)
@@ -208,9 +212,9 @@ class Agent(Protocol):
 
 class MainAgentLoop:
     """Runs the agent's steps as admitted work of the host: woken by each admitted input, it steps while
-    inputs wait, one step at a time, a woken step starting `STEP_GATHER_S` after its wake. A step that leaves
+    inputs wait, one step at a time, a woken step starting `step_gather_s` after its wake. A step that leaves
     its inputs waiting (the agent did not include them) is not repeated until the next wake, so an agent that
-    never reads cannot spin."""
+    never reads cannot spin, and the gather doubles (`STEP_GATHER_MAX_S`)."""
 
     def __init__(
         self,
@@ -244,6 +248,11 @@ class MainAgentLoop:
         """Set while the agent takes no step."""
         return self._work.idle
 
+    @property
+    def step_gather_s(self) -> float:
+        """How long the next woken step waits before it reads its window (`STEP_GATHER_MAX_S`)."""
+        return self._work.gather_s
+
     def wake(self) -> None:
         """Inputs may be waiting: run steps as admitted work unless a run is already going."""
         self._work.wake()
@@ -259,8 +268,11 @@ class MainAgentLoop:
             log.error("the main agent has no conversation to step: %s", error)
             return False
         if window is None:
+            self._work.gather_s = STEP_GATHER_S
             return False
-        return await self._step(session_id, window)
+        read = await self._step(session_id, window)
+        self._work.gather_s = STEP_GATHER_S if read else min(2 * self._work.gather_s, STEP_GATHER_MAX_S)
+        return read
 
     async def _step(self, session_id: str, window: StepWindow) -> bool:
         pending = window.pending

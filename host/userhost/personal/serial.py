@@ -21,7 +21,8 @@ class SerialWork:
         """`gather_s`: how long a pass that wakes asked for waits before it starts, so that the wakes of a
         burst share one pass (a pass that asked for the next one starts at once)."""
         self._admit = admit
-        self._gather_s = gather_s
+        self.gather_s = gather_s
+        """How long a woken pass waits before it starts; its owner may change it between passes."""
         self._one_pass = one_pass
         self._running = False
         self._again = False
@@ -42,8 +43,8 @@ class SerialWork:
         try:
             woken = True
             while True:
-                if woken and self._gather_s:
-                    await asyncio.sleep(self._gather_s)
+                if woken and self.gather_s:
+                    await asyncio.sleep(self.gather_s)
                 self._again = False
                 if await self._one_pass():
                     woken = False
