@@ -1,5 +1,5 @@
-"""A worker's reaper: runs one worker as its only child and, once the worker has ended, the commands it left
-behind.
+"""A worker's reaper: runs one worker as its only child and, once the worker has ended, ends the commands it
+left behind.
 
     python -m wuu.host.reaper ARGV...
 
