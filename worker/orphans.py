@@ -14,6 +14,7 @@ engines) runs each worker under a reaper process of its own instead, whose one c
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -46,6 +47,7 @@ def adopting() -> bool:
     return _prctl()(_PR_GET_CHILD_SUBREAPER, ctypes.addressof(flag), 0, 0, 0) == 0 and flag.value != 0
 
 
+@functools.cache
 def _prctl() -> Any:
     import ctypes  # only here: a process pays for it once, on Linux
 

@@ -99,8 +99,10 @@ class ChildProcess(Environment):
         try:
             returncode = await asyncio.wait_for(asyncio.shield(self._exit), budget)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):  # its group: the worker under a reaper too
-                os.killpg(self.process.pid, signal.SIGKILL)
+            # Its group: the worker under a reaper too. Not once reaped: the id may be another's by then.
+            if self.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
             await self._exit
             raise cleanup_failed(
                 f"the worker did not exit within its shutdown budget of {budget:g} s; it was killed"
