@@ -1,8 +1,8 @@
 """Execution backends: each provisions an environment, starts a worker in it, and connects its stdio.
 
 `environment_for(profile)` returns the environment of a profile, built from its backend's typed
-settings; every backend is a module of its own, imported only when a profile selects it (docker and
-ssh need optional SDKs).
+settings; every backend is a module of its own, imported only when a profile selects it (ssh and
+kubernetes need optional SDKs).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .base import Environment
 
 # Backend -> the top-level module of its optional SDK, and the extra that installs it (the cloud backends'
 # SDKs are the host transport's, checked by `cloud`).
-_SDKS = {"docker": "docker", "ssh": "asyncssh", "kubernetes": "kubernetes"}
+_SDKS = {"ssh": "asyncssh", "kubernetes": "kubernetes"}
 
 
 def environment_for(profile: Profile[ExecutionProfile], prestarted: Prestarted | None = None) -> Environment:

@@ -1,6 +1,7 @@
 """The `docker` backend: the worker runs in a container, reached through a Docker exec.
 
-The profile is a DockerExecutionProfile (spec/schema/config/execution_environments.schema.json).
+The profile is a DockerExecutionProfile (spec/schema/config/execution_environments.schema.json). The engine
+is reached through `docker_engine` (the Engine API over its socket), so no SDK is imported.
 
 The container is created from the profile's `image` with its limits (`cpus`, `memory_mb` with no swap on
 top, a pid limit), its `network` (`none`, `bridge`, `host`), its `user` and the optional `host_workspace`
@@ -50,19 +51,11 @@ import os
 import secrets
 import shlex
 import socket
-import ssl
-import struct
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
-
-import docker
-import docker.errors
-import requests
-from docker.models.containers import Container
-from docker.types import Mount
 
 from wuu.generated.plain import DockerExecutionProfile
 from wuu.worker.errors import CleanupFailed
@@ -72,6 +65,17 @@ from ..errors import DockerUnavailable
 from ..profiles import Profile
 from .base import Environment
 from .conversations import conversation_id, label, profile_conversation, shared_environment
+from .docker_engine import (
+    FRAME,
+    STDERR,
+    STDOUT,
+    ApiError,
+    Engine,
+    EngineError,
+    NotFound,
+    Unsupported,
+    demultiplex,
+)
 
 LABEL_PROFILE = "wuu.profile"
 LABEL_PERSISTENT = "wuu.persistent"
@@ -123,8 +127,6 @@ within a minute), after marking the container as ending under the gate, so that 
 # A fork bomb in the workspace must not take the machine down; far above what a worker's commands need.
 PIDS_LIMIT = 4096
 EXEC_POLL_S = 0.02
-_HEADER = struct.Struct(">BxxxL")
-_STDOUT, _STDERR = 1, 2
 T = TypeVar("T")
 
 
@@ -169,22 +171,22 @@ class _ExecProtocol(asyncio.StreamReaderProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         if self._buffer:
-            self.data_received(b"")  # what the SDK's HTTP reader had already buffered
+            self.data_received(b"")  # what arrived with the answer to the exec's start
 
     def data_received(self, data: bytes) -> None:
         buffer = self._buffer
         buffer += data
         start = 0
-        while len(buffer) - start >= _HEADER.size:
-            stream, size = _HEADER.unpack_from(buffer, start)
-            end = start + _HEADER.size + size
+        while len(buffer) - start >= FRAME.size:
+            stream, size = FRAME.unpack_from(buffer, start)
+            end = start + FRAME.size + size
             if len(buffer) < end:
                 break
-            payload = bytes(buffer[start + _HEADER.size : end])
+            payload = bytes(buffer[start + FRAME.size : end])
             start = end
-            if stream == _STDOUT:
+            if stream == STDOUT:
                 super().data_received(payload)
-            elif stream == _STDERR:
+            elif stream == STDERR:
                 with contextlib.suppress(OSError, ValueError):
                     sys.stderr.buffer.write(payload)
                     sys.stderr.buffer.flush()
@@ -244,35 +246,6 @@ class _StdinTransport(asyncio.WriteTransport):
         return self._inner.get_extra_info(name, default)
 
 
-def _own_socket(hijacked: Any) -> tuple[socket.socket, bytes]:
-    """A socket of our own for the SDK's hijacked exec connection, and the bytes its HTTP reader buffered.
-
-    The fd is duplicated, so the SDK's objects can be closed (and collected) without closing ours.
-    """
-    raw = getattr(hijacked, "_sock", hijacked)
-    if isinstance(raw, ssl.SSLSocket) or not isinstance(raw, socket.socket):
-        raise DockerUnavailable(
-            "the docker backend needs a unix:// or plain tcp:// DOCKER_HOST (TLS and ssh engines are not supported)"
-        )
-    response = getattr(hijacked, "_response", None)
-    pending = b""
-    raw.setblocking(False)
-    buffered = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
-    if buffered is not None and hasattr(buffered, "read1"):
-        # Anything read past the HTTP upgrade's headers; non-blocking, so an empty buffer costs nothing.
-        with contextlib.suppress(BlockingIOError):
-            pending = buffered.read1(1 << 20) or b""
-    own = socket.socket(fileno=os.dup(raw.fileno()))
-    own.setblocking(False)
-    if response is not None:
-        with contextlib.suppress(Exception):
-            response.close()
-    for duplicate in (hijacked, raw):  # the SDK's fd: only ours keeps the connection open now
-        with contextlib.suppress(Exception):
-            duplicate.close()
-    return own, pending
-
-
 class DockerEnvironment(Environment):
     """A container from the profile's image, with the worker started in it through an exec."""
 
@@ -291,8 +264,8 @@ class DockerEnvironment(Environment):
         # In a shared container each conversation's persistent worker has a socket of its own.
         self.socket = f"{SOCKET_DIR}/{self.conversation}.sock" if self.shared else SOCKET_PATH
         self.user = default_user(self.settings)
-        self.client: docker.DockerClient | None = None
-        self.container: Container | None = None
+        self.engine: Engine | None = None
+        self.container: str | None = None  # its id
         self.exec_id: str | None = None
         self._created = False
         self._watch: socket.socket | None = None  # the watcher's stdin, without retention
@@ -325,87 +298,94 @@ class DockerEnvironment(Environment):
             command = ["python3", "-m", "wuu.worker"]
         return [*JOIN, *command] if self.shared and not self.persistent else command
 
-    # --- provisioning (blocking SDK calls, run in a thread) --------------------------------------
+    # --- provisioning (blocking calls to the engine, run in a thread) ----------------------------
 
-    def _connect(self) -> docker.DockerClient:
+    def _connect(self) -> Engine:
         try:
-            client = docker.from_env()  # asks the engine for its API version: an unreachable one fails here
-        except docker.errors.DockerException as error:
+            return Engine.connect(os.environ)
+        except Unsupported as error:
+            raise DockerUnavailable(f"profile {self.profile.name!r}: {error}") from None
+        except EngineError as error:
             where = os.environ.get("DOCKER_HOST", "the default socket")
             raise DockerUnavailable(
                 f"profile {self.profile.name!r}: the Docker engine at {where} is not reachable: {error}"
             ) from None
-        return client
 
-    def _create_kwargs(self) -> dict[str, Any]:
+    def _create_body(self) -> dict[str, Any]:
+        """The container's configuration (the engine's `POST /containers/create`)."""
         settings = self.settings
-        kwargs: dict[str, Any] = {
-            "name": self.name,
-            "working_dir": settings.workspace,
-            "network_mode": settings.network.value,
-            "labels": {
-                LABEL_PROFILE: self.profile.name,
-                LABEL_PERSISTENT: "true" if self.persistent else "false",
-                LABEL_SHARED: "true" if self.shared else "false",
-            },
-            "pids_limit": PIDS_LIMIT,
-            "stop_signal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning
+        labels = {
+            LABEL_PROFILE: self.profile.name,
+            LABEL_PERSISTENT: "true" if self.persistent else "false",
+            LABEL_SHARED: "true" if self.shared else "false",
+        }
+        host: dict[str, Any] = {"NetworkMode": settings.network.value, "PidsLimit": PIDS_LIMIT}
+        body: dict[str, Any] = {
+            "Image": settings.image,
+            "WorkingDir": settings.workspace,
+            "Labels": labels,
+            "StopSignal": "SIGKILL",  # pid 1 ignores SIGTERM; nothing else needs a warning
+            "HostConfig": host,
         }
         if self.persistent:
             assert self.conversation is not None
             if not self.shared:
-                kwargs["labels"][LABEL_CONVERSATION] = self.conversation
-            kwargs.update(command=list(KEEP_RUNNING), detach=True)
+                labels[LABEL_CONVERSATION] = self.conversation
+            body["Cmd"] = list(KEEP_RUNNING)
         elif self.shared:  # it ends once its last worker has, and removes itself
-            kwargs.update(command=list(SHARED_WATCHER), detach=True, auto_remove=True)
+            body["Cmd"] = list(SHARED_WATCHER)
+            host["AutoRemove"] = True
         else:  # the watchdog: the watcher's stdin is attached once (StdinOnce), and the container removes itself
-            kwargs.update(command=list(WATCHER), detach=False, stdin_open=True, auto_remove=True)
+            body.update(Cmd=list(WATCHER), OpenStdin=True, StdinOnce=True, AttachStdin=True)
+            body.update(AttachStdout=True, AttachStderr=True)
+            host["AutoRemove"] = True
         if self.user:
-            kwargs["user"] = self.user
+            body["User"] = self.user
         if settings.cpus is not None:
-            kwargs["nano_cpus"] = round(settings.cpus * 1e9)
+            host["NanoCpus"] = round(settings.cpus * 1e9)
         if settings.memory_mb is not None:
-            limit = f"{settings.memory_mb}m"
-            kwargs["mem_limit"] = limit
-            kwargs["memswap_limit"] = limit  # equal: no swap on top of the limit
+            host["Memory"] = host["MemorySwap"] = (
+                settings.memory_mb << 20
+            )  # equal: no swap on top of the limit
         if settings.host_workspace:
-            kwargs["mounts"] = [
-                Mount(
-                    target=settings.workspace,
-                    source=settings.host_workspace,
-                    type="bind",
-                    read_only=settings.mount_read_only,
-                )
-            ]
-        return kwargs
+            mount = {"Target": settings.workspace, "Source": settings.host_workspace, "Type": "bind"}
+            host["Mounts"] = [{**mount, "ReadOnly": settings.mount_read_only}]
+        return body
 
-    def _find(self, client: docker.DockerClient) -> Container | None:
+    def _find(self, engine: Engine) -> dict[str, Any] | None:
+        """The container that holds this connection's name (the engine's inspection of it), or None."""
         try:
-            return client.containers.get(self.name)
-        except docker.errors.NotFound:
+            found: dict[str, Any] = engine.call("GET", engine.path("containers", self.name, "json"))
+        except NotFound:
             return None
+        return found
 
-    def _find_named(self, client: docker.DockerClient) -> Container | None:
+    def _find_named(self, engine: Engine) -> dict[str, Any] | None:
         """The container that holds this name, which another connection has just created: the engine
         reserves a name a moment before the container can be inspected, so it is looked for until a deadline."""
         deadline = time.monotonic() + NAME_WAIT_S
-        while (container := self._find(client)) is None and time.monotonic() < deadline:
+        while (found := self._find(engine)) is None and time.monotonic() < deadline:
             time.sleep(EXEC_POLL_S)
-        return container
+        return found
 
-    def _provision(self, client: docker.DockerClient) -> Container:
-        """The running container: a shared or retained one when it exists (a retained one started again if
-        stopped), else a new one. A shared container without retention that is ending is waited for, and
+    def _wait_removed(self, engine: Engine, container: str, timeout: float) -> None:
+        """Return once the container is gone (NotFound if it is already); Unreachable after `timeout`."""
+        path = engine.path("containers", container, "wait", query={"condition": "removed"})
+        engine.call("POST", path, timeout=timeout)
+
+    def _provision(self, engine: Engine) -> str:
+        """The running container's id: a shared or retained one when it exists (a retained one started again
+        if stopped), else a new one. A shared container without retention that is ending is waited for, and
         then made anew."""
         for _ in range(3):
-            container = self._provision_once(client)
-            if self._prepared(container):
+            container, status = self._provision_once(engine)
+            if self._prepared(engine, container, status):
                 return container
             try:
-                client.api.wait(str(container.id), timeout=ENDING_WAIT_S, condition="removed")
-            except docker.errors.NotFound:
+                self._wait_removed(engine, container, ENDING_WAIT_S)
+            except NotFound:
                 pass
-            except requests.exceptions.RequestException:
+            except EngineError:
                 raise DockerUnavailable(
                     f"profile {self.profile.name!r}: the shared container {self.name} was ending and was not "
                     f"removed within {ENDING_WAIT_S:g} s"
@@ -416,55 +396,62 @@ class DockerEnvironment(Environment):
             "joined it; connect again"
         )
 
-    def _provision_once(self, client: docker.DockerClient) -> Container:
+    def _provision_once(self, engine: Engine) -> tuple[str, str]:
+        """The container's id and status: the one this connection may reuse, else a new one; started."""
         image = self.settings.image
         found = self.persistent or self.shared
-        container = self._find(client) if found else None
-        if container is not None and self.shared and not self.persistent and container.status in ENDED_STATES:
-            return container  # ended, so Docker is removing it: `_prepared` says so
-        if container is None:
+        info = self._find(engine) if found else None
+        if info is None:
+            create = engine.path("containers", "create", query={"name": self.name})
             try:
-                container = client.containers.create(image, **self._create_kwargs())
+                info = {
+                    "Id": engine.call("POST", create, self._create_body())["Id"],
+                    "State": {"Status": "created"},
+                }
                 self._created = True
-            except docker.errors.ImageNotFound:
+            except NotFound:
                 raise DockerUnavailable(
                     f"profile {self.profile.name!r}: the image {image!r} is not in the Docker engine "
                     "(build it with `make docker-image`; no registry is consulted)"
                 ) from None
-            except docker.errors.APIError as error:
-                other = self._find_named(client) if found and error.status_code == 409 else None
-                if other is None:
+            except ApiError as error:
+                info = self._find_named(engine) if found and error.status == 409 else None
+                if info is None:
                     raise DockerUnavailable(
                         f"profile {self.profile.name!r}: creating the container failed: {error.explanation}"
                     ) from None
-                container = other  # created meanwhile by another connection of the same profile
+                # created meanwhile by another connection of the same profile
+        container, status = str(info["Id"]), str(info["State"]["Status"])
         self.container = container
+        if self.shared and not self.persistent and status in ENDED_STATES:
+            return container, status  # ended, so Docker is removing it: `_prepared` says so
         if self._created and not self.persistent and not self.shared:
-            self._attach_watcher(client, container)
-        if container.status != "running":
+            self._attach_watcher(engine, container)
+        if status != "running":
             try:
-                container.start()
-                container.reload()
-            except docker.errors.APIError as error:
+                engine.call("POST", engine.path("containers", container, "start"))
+                status = str(
+                    engine.call("GET", engine.path("containers", container, "json"))["State"]["Status"]
+                )
+            except ApiError as error:
                 raise DockerUnavailable(
                     f"profile {self.profile.name!r}: the container {self.name} did not start: {error.explanation}"
                 ) from None
-            if container.status != "running":
+            if status != "running":
                 raise DockerUnavailable(
-                    f"profile {self.profile.name!r}: the container {self.name} is {container.status}, not running"
+                    f"profile {self.profile.name!r}: the container {self.name} is {status}, not running"
                 )
-        return container
+        return container, status
 
-    def _attach_watcher(self, client: docker.DockerClient, container: Container) -> None:
+    def _attach_watcher(self, engine: Engine, container: str) -> None:
         """Hold the watcher's stdin: from now on the container ends when this process does."""
+        attach = engine.path("containers", container, "attach", query={"stdin": "1", "stream": "1"})
         try:
-            hijacked = client.api.attach_socket(str(container.id), params={"stdin": 1, "stream": 1})
-        except docker.errors.APIError as error:
+            self._watch, _ = engine.upgrade("POST", attach)
+        except ApiError as error:
             raise DockerUnavailable(
                 f"profile {self.profile.name!r}: attaching to the container {self.name} failed: {error.explanation}"
             ) from None
-        self._watch, _ = _own_socket(hijacked)
-        self._watch.setblocking(True)
 
     def _release_watcher(self, keep: bool) -> None:
         """Let go of the watcher; with `keep` it stays (and the container with it) for an explicit recovery."""
@@ -475,23 +462,38 @@ class DockerEnvironment(Environment):
             if keep:
                 watch.sendall(KEEP)
 
+    def _run(self, engine: Engine, command: list[str], user: str | None = None) -> tuple[int, bytes]:
+        """Run `command` in the container (as `user`), to its end: its exit code and its output."""
+        body: dict[str, Any] = {"AttachStdout": True, "AttachStderr": True, "Tty": False, "Cmd": command}
+        if user is not None:
+            body["User"] = user
+        assert self.container is not None
+        exec_id = str(engine.call("POST", engine.path("containers", self.container, "exec"), body)["Id"])
+        stream = engine.output("POST", engine.path("exec", exec_id, "start"), {"Detach": False, "Tty": False})
+        state = engine.call("GET", engine.path("exec", exec_id, "json"))
+        code = state.get("ExitCode")
+        return (int(code) if code is not None else -1), b"".join(demultiplex(stream))
+
     def _hold(self) -> None:
         """Keep a shared container without retention for inspection: a user of it that never ends."""
-        assert self.container is not None
-        with contextlib.suppress(docker.errors.DockerException):
-            self.container.exec_run(["flock", "-s", USERS, "sleep", "infinity"], detach=True)
+        assert self.container is not None and self.engine is not None
+        engine = self.engine
+        body = {"Tty": False, "Cmd": ["flock", "-s", USERS, "sleep", "infinity"]}
+        with contextlib.suppress(EngineError):
+            exec_id = str(engine.call("POST", engine.path("containers", self.container, "exec"), body)["Id"])
+            engine.call("POST", engine.path("exec", exec_id, "start"), {"Detach": True, "Tty": False})
 
-    def _prepared(self, container: Container) -> bool:
+    def _prepared(self, engine: Engine, container: str, status: str) -> bool:
         """Prepare the container (`_prepare`) where it needs it; False if it is a shared one that is ending."""
         ending = self.shared and not self.persistent
-        if ending and container.status in ENDED_STATES:
+        if ending and status in ENDED_STATES:
             return False
         # Every time for a retained or shared container: another connection may have created it a moment ago.
         if self.persistent or self.shared or (self.user and not self.settings.host_workspace):
-            return self._prepare(container, ending)
+            return self._prepare(engine, ending)
         return True
 
-    def _prepare(self, container: Container, ending: bool) -> bool:
+    def _prepare(self, engine: Engine, ending: bool) -> bool:
         """As root: the persistent worker's socket directory, and a workspace the container user owns (Docker
         creates the working directory as root; a host mount is left as it is). With `ending`, False when the
         shared container is ending."""
@@ -506,39 +508,45 @@ class DockerEnvironment(Environment):
             if self.user:
                 steps.append(f"chown {shlex.quote(self.user)} {shlex.quote(settings.workspace)}")
         try:
-            result = container.exec_run(["/bin/sh", "-c", " && ".join(steps)], user="0", demux=False)
-        except docker.errors.APIError as error:
-            if ending and error.status_code == 409:  # the container stopped meanwhile
+            code, output = self._run(engine, ["/bin/sh", "-c", " && ".join(steps)], user="0")
+        except ApiError as error:
+            if ending and error.status == 409:  # the container stopped meanwhile
                 return False
             raise
-        if ending and result.exit_code == JOIN_REFUSED:
+        if ending and code == JOIN_REFUSED:
             return False
-        if result.exit_code != 0:
-            raw = result.output
-            output = raw.decode(errors="replace").strip() if isinstance(raw, bytes) else ""
+        if code != 0:
             raise DockerUnavailable(
-                f"profile {self.profile.name!r}: preparing the container {self.name} failed: {output}"
+                f"profile {self.profile.name!r}: preparing the container {self.name} failed: "
+                f"{output.decode(errors='replace').strip()}"
             )
         return True
 
-    def _start_exec(self, client: docker.DockerClient, container: Container) -> tuple[socket.socket, bytes]:
-        created = client.api.exec_create(
-            container.id,
-            self.worker_command(),
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            workdir=self.settings.workspace,
+    def _start_exec(self, engine: Engine, container: str) -> tuple[socket.socket, bytes]:
+        body = {
+            "AttachStdin": True,
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "Tty": False,
+            "Cmd": self.worker_command(),
+            "WorkingDir": self.settings.workspace,
+        }
+        self.exec_id = str(engine.call("POST", engine.path("containers", container, "exec"), body)["Id"])
+        sock, pending = engine.upgrade(
+            "POST", engine.path("exec", self.exec_id, "start"), {"Detach": False, "Tty": False}
         )
-        self.exec_id = str(created["Id"])
-        hijacked = client.api.exec_start(self.exec_id, socket=True)
-        return _own_socket(hijacked)
+        sock.setblocking(False)
+        return sock, pending
 
     def _setup(self) -> tuple[socket.socket, bytes]:
-        client = self.client = self._connect()
+        engine = self.engine = self._connect()
         try:
-            container = self._provision(client)
-            return self._start_exec(client, container)
+            return self._start_exec(engine, self._provision(engine))
+        except EngineError as error:
+            self._discard()
+            raise DockerUnavailable(
+                f"profile {self.profile.name!r}: the Docker engine failed: {error}"
+            ) from None
         except BaseException:
             self._discard()
             raise
@@ -546,15 +554,16 @@ class DockerEnvironment(Environment):
     def _discard(self) -> None:
         """After a failed start: a container this connection created without retention goes again."""
         if self.container is not None and self._created and not self.persistent and not self.shared:
-            with contextlib.suppress(docker.errors.DockerException):
+            with contextlib.suppress(EngineError):
                 self._remove()
         self._release_watcher(keep=False)
 
     def _exit_code(self, deadline: float) -> int | None:
         """The exec's exit code once Docker reports it ended; None if it still runs at the deadline."""
-        assert self.client is not None and self.exec_id is not None
+        assert self.engine is not None and self.exec_id is not None
+        engine = self.engine
         while True:
-            state = self.client.api.exec_inspect(self.exec_id)
+            state = engine.call("GET", engine.path("exec", self.exec_id, "json"))
             if not state.get("Running"):
                 code = state.get("ExitCode")
                 return int(code) if code is not None else -1
@@ -564,16 +573,17 @@ class DockerEnvironment(Environment):
 
     def _remove(self) -> None:
         """Remove the container, and wait until it is gone (it may be removing itself already)."""
-        assert self.container is not None and self.client is not None
+        assert self.container is not None and self.engine is not None
+        engine = self.engine
         try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
+            engine.call("DELETE", engine.path("containers", self.container, query={"force": "1"}))
+        except NotFound:
             return
-        except docker.errors.APIError as error:
-            if error.status_code != 409:  # 409: a removal is in progress (its own AutoRemove)
+        except ApiError as error:
+            if error.status != 409:  # 409: a removal is in progress (its own AutoRemove)
                 raise
-            with contextlib.suppress(docker.errors.NotFound):
-                self.client.api.wait(str(self.container.id), condition="removed")
+            with contextlib.suppress(NotFound):
+                self._wait_removed(engine, self.container, ENDING_WAIT_S)
 
     # --- the Environment interface ---------------------------------------------------------------
 
@@ -607,7 +617,7 @@ class DockerEnvironment(Environment):
                 code = await asyncio.wait_for(_in_thread(self._exit_code, deadline), budget)
             except TimeoutError:
                 pass
-            except docker.errors.DockerException as error:
+            except EngineError as error:
                 self._transport.abort()
                 keep = True
                 raise CleanupFailed(f"the worker's exit status is unknown: {error}; {kept}") from None
@@ -638,14 +648,12 @@ class DockerEnvironment(Environment):
                 raise CleanupFailed(
                     f"the container {self.name} was not removed within the shutdown budget of {budget:g} s"
                 ) from None
-            except docker.errors.DockerException as error:
+            except EngineError as error:
                 raise CleanupFailed(f"removing the container {self.name} failed: {error}") from None
         finally:
             self._release_watcher(keep)
             if keep and self.shared and not self.persistent:
                 self._hold()
-            if self.client is not None:
-                self.client.close()
 
 
 def _in_thread(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
