@@ -9,8 +9,6 @@ models (`wire`) and the validators can depend on it without depending on each ot
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +56,9 @@ def limit_violation(keyword: str, argument: Any, value: Any) -> str | None:
         return None
     if keyword == MAX_DECODED_BYTES:
         if isinstance(value, str):
+            import base64  # here: an adapter's start-up reads no base64 (a worker loads it when it does)
+            import binascii
+
             try:
                 size = len(base64.b64decode(value, validate=True))
             except (binascii.Error, ValueError):

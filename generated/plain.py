@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from copy import deepcopy
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -54,7 +53,7 @@ class PlainModel:
             if value is _ABSENT or (value is None and not required):
                 if required:
                     raise TypeError(f"{type(self).__name__}: {attribute} ({wire}) is required")
-                value = deepcopy(default) if isinstance(default, list | dict) else default
+                value = _dump(default)  # a fresh copy of a list or object default: no two instances share one
             else:
                 given.add(attribute)
             setattr(self, attribute, value)
@@ -102,6 +101,8 @@ class PlainModel:
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy with the fields in `update` (by attribute name) replaced, unchecked, as pydantic's."""
+        from copy import deepcopy  # here: the module's import is a tenth of its own
+
         copy = type(self).__new__(type(self))
         for attribute, _, _, _ in self.__fields__:
             value = getattr(self, attribute)

@@ -37,8 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:  # before anything starts: no worker would ever be reached
         print(f"wuu-host: {problem}", file=sys.stderr)
         return 2
-    # This process serves one worker: the commands of a worker that dies are reparented to it, to be ended.
-    adopt_orphans()
     # A local worker starts now, so that its start-up overlaps the validation below (wuu.host.prestart), and
     # everything else this process imports (pathlib and asyncio first: nothing above imports them).
     prestarted = prestart(args.config, args.profile)
@@ -49,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         profile = profiles.load(Path(args.config)).select(args.profile)
         prestarted = prestarted or start_validated(profile, os.environ)
+        # This process serves one worker: the commands of a worker that dies are reparented to it, to be
+        # ended. Only now (ctypes is a tenth of an adapter's start-up before its worker): a worker started
+        # above has been sent nothing yet, so it has no command that could have been orphaned.
+        adopt_orphans()
         import asyncio
 
         from .adapter import serve_adapter
