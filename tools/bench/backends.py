@@ -13,9 +13,9 @@ The sides:
   while the adapter validates, so local costs about the longer of the two; a `command` adapter starts
   its worker only once the file is valid, so command costs about both;
 - docker: a profile of the worker image (network none); its floor is the container lifecycle the backend
-  drives, through the same SDK calls with a trivial command in place of the worker: connect (the
-  engine's version), create, start, exec `true` and wait for it, remove; in this process, so the SDK's
-  import is not in it;
+  drives, with a trivial command in place of the worker: connect (the engine's version), create, start,
+  exec `true` and wait for it, remove; through the docker SDK (a client not this project's), in this
+  process, so no client's import is in it;
 - ssh: the server of `tools/services/sshd.sh` (WUU_SSH_TEST_DIR); its floor is an asyncssh connection
   with the profile's options (connect, key exchange, authentication), one `true` on a channel, and close,
   in this process, so asyncssh's import is not in it. Two more floors say what an adapter, a fresh process
