@@ -657,8 +657,8 @@ class DockerEnvironment(Environment):
 
 
 def _in_thread(function: Callable[..., T], *args: Any) -> asyncio.Future[T]:
-    """`function(*args)` in a daemon thread: a blocking SDK call that outlives a budget never holds up exit
-    (asyncio's default executor is joined at the end of `asyncio.run`)."""
+    """`function(*args)` in a daemon thread: a blocking call to the engine that outlives a budget never holds up
+    exit (asyncio's default executor is joined at the end of `asyncio.run`)."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
