@@ -53,7 +53,8 @@ class PlainModel:
             if value is _ABSENT or (value is None and not required):
                 if required:
                     raise TypeError(f"{type(self).__name__}: {attribute} ({wire}) is required")
-                value = _dump(default)  # a fresh copy of a list or object default: no two instances share one
+                # A list or object default is copied (`_dump` builds new ones): no two instances share one.
+                value = _dump(default) if isinstance(default, list | dict) else default
             else:
                 given.add(attribute)
             setattr(self, attribute, value)
