@@ -94,7 +94,11 @@ class Response:
         self.body = body
 
     def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
+        """The body as JSON (None when empty); Unreachable when it is not JSON."""
+        try:
+            return json.loads(self.body) if self.body else None
+        except ValueError:
+            raise Unreachable(f"the engine's answer is not JSON: {self.body[:80]!r}") from None
 
     def raise_for_status(self) -> None:
         """ApiError (NotFound for 404) with the engine's message when the status is an error."""
@@ -128,7 +132,12 @@ def _dechunk(body: bytes) -> bytes:
         line_end = body.find(b"\r\n", offset)
         if line_end < 0:
             raise Unreachable("the engine's chunked answer is truncated")
-        size = int(body[offset:line_end].split(b";")[0], 16)
+        try:
+            size = int(body[offset:line_end].split(b";")[0], 16)
+        except ValueError:
+            raise Unreachable(
+                f"the engine's chunked answer has a bad chunk size: {body[offset:line_end][:20]!r}"
+            ) from None
         if size == 0:
             return b"".join(parts)
         start = line_end + 2
