@@ -85,30 +85,23 @@ def demultiplex(stream: bytes) -> tuple[bytes, bytes]:
     return b"".join(parts[STDOUT]), b"".join(parts[STDERR])
 
 
-class Response:
-    """An engine's answer: its status, its headers (lower-case names) and its body."""
+def _checked(status: int, body: bytes) -> bytes:
+    """`body` when `status` is a success; else ApiError (NotFound for 404) with the engine's message."""
+    if status < 400:
+        return body
+    try:
+        explanation = str(json.loads(body)["message"])
+    except (ValueError, KeyError, TypeError):
+        explanation = body.decode(errors="replace").strip()
+    raise (NotFound if status == 404 else ApiError)(status, explanation)
 
-    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
 
-    def json(self) -> Any:
-        """The body as JSON (None when empty); Unreachable when it is not JSON."""
-        try:
-            return json.loads(self.body) if self.body else None
-        except ValueError:
-            raise Unreachable(f"the engine's answer is not JSON: {self.body[:80]!r}") from None
-
-    def raise_for_status(self) -> None:
-        """ApiError (NotFound for 404) with the engine's message when the status is an error."""
-        if self.status < 400:
-            return
-        try:
-            explanation = str(json.loads(self.body)["message"])
-        except (ValueError, KeyError, TypeError):
-            explanation = self.body.decode(errors="replace").strip()
-        raise (NotFound if self.status == 404 else ApiError)(self.status, explanation)
+def _json(body: bytes) -> Any:
+    """An answer's body as JSON (None when empty); Unreachable when it is not JSON."""
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        raise Unreachable(f"the engine's answer is not JSON: {body[:80]!r}") from None
 
 
 def _parse_head(head: bytes) -> tuple[int, dict[str, str]]:
@@ -192,22 +185,15 @@ class Engine:
         return f"{path}?{urlencode(query)}" if query else path
 
     def call(self, method: str, path: str, body: Any = None, *, timeout: float | None = TIMEOUT_S) -> Any:
-        """The decoded JSON of the answer to one request (None without a body); ApiError for an error status."""
-        response = self.exchange(method, path, body, timeout=timeout)
-        response.raise_for_status()
-        return response.json()
-
-    def exchange(
-        self, method: str, path: str, body: Any = None, *, timeout: float | None = TIMEOUT_S
-    ) -> Response:
-        """One request on a connection of its own, and the whole answer (read until the engine closes)."""
+        """The decoded JSON of the answer to one request on a connection of its own (None without a body);
+        ApiError for an error status."""
         where = f"{method} {path}"
         answer = _drain(self._send(method, path, body, upgrade=False, timeout=timeout), b"", where)
         head, separator, rest = answer.partition(_HEAD_END)
         if not separator:
             raise Unreachable(f"{where}: the engine closed the connection before answering")
         status, headers = _parse_head(head)
-        return Response(status, headers, _body(headers, rest))
+        return _json(_checked(status, _body(headers, rest)))
 
     def upgrade(self, method: str, path: str, body: Any = None) -> tuple[socket.socket, bytes]:
         """A request whose connection becomes a two-way stream (an attach, an exec's start): the blocking
@@ -221,16 +207,16 @@ class Engine:
                 if not data:
                     raise Unreachable(f"{where}: the engine closed the connection before answering")
                 received += data
+            head, _, pending = received.partition(_HEAD_END)
+            status, headers = _parse_head(head)
         except OSError as error:
             sock.close()
             raise Unreachable(f"{where}: {error or type(error).__name__}") from None
         except Unreachable:
             sock.close()
             raise
-        head, _, pending = received.partition(_HEAD_END)
-        status, headers = _parse_head(head)
         if status >= 400:
-            Response(status, headers, _body(headers, _drain(sock, pending, where))).raise_for_status()
+            _checked(status, _body(headers, _drain(sock, pending, where)))
         sock.settimeout(None)
         return sock, pending
 

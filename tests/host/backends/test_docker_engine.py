@@ -156,20 +156,23 @@ def test_a_chunked_answer_is_decoded(canned: Canned) -> None:
     assert server.engine().call("POST", "/v1.41/containers/c1/wait") == {"StatusCode": 0}
 
 
-def test_an_answer_that_is_not_json_or_badly_chunked_is_unreachable(canned: Canned) -> None:
-    server = canned(
-        [
-            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "the engine's answer is not JSON: b'hello'"),
+        (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-        ]
-    )
-    engine = server.engine()
+            "the engine's chunked answer has a bad chunk size: b'zz'",
+        ),
+        (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "the engine's answer is not HTTP: 'SSH-2.0-OpenSSH_9.2'"),
+    ],
+)
+def test_an_answer_that_is_not_json_http_or_well_chunked_is_unreachable(
+    canned: Canned, answer: bytes, message: str
+) -> None:
     with pytest.raises(Unreachable) as garbled:
-        engine.call("GET", "/v1.41/version")
-    assert str(garbled.value) == "the engine's answer is not JSON: b'hello'"
-    with pytest.raises(Unreachable) as chunked:
-        engine.call("GET", "/v1.41/version")
-    assert str(chunked.value) == "the engine's chunked answer has a bad chunk size: b'zz'"
+        canned([answer]).engine().call("GET", "/v1.41/version")
+    assert str(garbled.value) == message
 
 
 def test_an_error_status_raises_with_the_engines_message(canned: Canned) -> None:
